@@ -1,0 +1,141 @@
+package sqlretry
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// Phase says what is known about the effect of a failed attempt.
+//
+// The zero value is [Unknown]: a classifier that says nothing is treated as
+// ambiguous, which is the safe reading.
+type Phase uint8
+
+const (
+	// Unknown: the attempt may have been applied (a command timeout, a
+	// connection lost after the command was sent, an unknown commit outcome).
+	Unknown Phase = iota
+	// NotSent: the command never left the client (a dial failure,
+	// driver.ErrBadConn, pgconn.SafeToRetry).
+	NotSent
+	// NotApplied: the server received the command and rejected or rolled it
+	// back (a deadlock victim, a serialization failure).
+	NotApplied
+)
+
+// String returns "unknown", "not-sent" or "not-applied".
+func (p Phase) String() string {
+	switch p {
+	case Unknown:
+		return "unknown"
+	case NotSent:
+		return "not-sent"
+	case NotApplied:
+		return "not-applied"
+	}
+	return "Phase(" + strconv.Itoa(int(p)) + ")"
+}
+
+// ParsePhase is the inverse of [Phase.String].
+func ParsePhase(s string) (Phase, error) {
+	switch s {
+	case "unknown":
+		return Unknown, nil
+	case "not-sent":
+		return NotSent, nil
+	case "not-applied":
+		return NotApplied, nil
+	}
+	return Unknown, errors.New("sqlretry: unknown phase " + strconv.Quote(s) + " (want unknown, not-sent or not-applied)")
+}
+
+// Class is the verdict on one error: may a later attempt succeed, and what is
+// known about whether the failed attempt reached the database.
+type Class struct {
+	// Retryable reports whether a later attempt has a reasonable chance.
+	Retryable bool
+	// Phase is what is known about the failed attempt's effect.
+	Phase Phase
+	// Code is the engine's code as text: "1205", "40P01", "SQLITE_BUSY".
+	// Engine-neutral conditions use short names such as "bad-conn",
+	// "dial" or "command-timeout".
+	Code string
+	// Reason is one line, for logs.
+	Reason string
+	// MinDelay is a server-requested floor for the next wait (Azure SQL
+	// 40501 asks for 10 s); 0 if none.
+	MinDelay time.Duration
+}
+
+// A Classifier gives the verdict on one error. Classify is never called with
+// a nil error by the Policy, but implementations must not panic on one.
+type Classifier interface {
+	Classify(err error) Class
+}
+
+// ClassifierFunc adapts a function to a [Classifier], like http.HandlerFunc.
+type ClassifierFunc func(err error) Class
+
+// Classify calls f(err).
+func (f ClassifierFunc) Classify(err error) Class { return f(err) }
+
+// NeutralClassifier is the engine-neutral [Classifier]: it knows only what the
+// standard library can tell. Engine classifiers fall back to it.
+var NeutralClassifier Classifier = ClassifierFunc(ClassifyNeutral)
+
+// ClassifyNeutral classifies err using engine-neutral facts only:
+//
+//   - driver.ErrBadConn: retryable, not sent (the database/sql contract says a
+//     driver returns it only when the server cannot have performed the work);
+//   - a dial error (*net.OpError with Op "dial", *net.DNSError), ECONNREFUSED:
+//     retryable, not sent;
+//   - a net.Error timeout, io.ErrUnexpectedEOF, io.EOF, ECONNRESET, EPIPE,
+//     ECONNABORTED: retryable, unknown (the command may have been sent);
+//   - sql.ErrConnDone, sql.ErrTxDone, driver.ErrSkip: not retryable
+//     (client-side programming errors);
+//   - context errors: not retryable (the Policy tells a command timeout from
+//     a caller's cancellation before it asks a classifier);
+//   - anything else: not retryable.
+func ClassifyNeutral(err error) Class {
+	switch {
+	case err == nil:
+		return Class{Phase: NotApplied, Reason: "no error"}
+	case errors.Is(err, sql.ErrConnDone), errors.Is(err, sql.ErrTxDone):
+		return Class{Phase: NotSent, Code: "client-state", Reason: "database/sql: operation on a finished connection or transaction"}
+	case errors.Is(err, driver.ErrSkip):
+		return Class{Phase: NotSent, Code: "driver-skip", Reason: "driver.ErrSkip leaked: a driver or wrapper bug"}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return Class{Phase: Unknown, Code: "context", Reason: "context done: " + err.Error()}
+	case errors.Is(err, driver.ErrBadConn):
+		return Class{Retryable: true, Phase: NotSent, Code: "bad-conn", Reason: "driver.ErrBadConn: connection unusable, command not sent"}
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return Class{Retryable: true, Phase: NotSent, Code: "dns", Reason: "name resolution failed: nothing was sent"}
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		return Class{Retryable: true, Phase: NotSent, Code: "dial", Reason: "dial failed: nothing was sent"}
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return Class{Retryable: true, Phase: NotSent, Code: "conn-refused", Reason: "connection refused: nothing was sent"}
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) && netErr.Timeout() {
+		return Class{Retryable: true, Phase: Unknown, Code: "net-timeout", Reason: "network timeout: the command may have run"}
+	}
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return Class{Retryable: true, Phase: Unknown, Code: "eof", Reason: "connection closed mid-exchange: the command may have run"}
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNABORTED), errors.Is(err, net.ErrClosed):
+		return Class{Retryable: true, Phase: Unknown, Code: "conn-reset", Reason: "connection lost: the command may have run"}
+	}
+	return Class{Phase: Unknown, Code: "", Reason: "not a known transient error"}
+}

@@ -1,0 +1,27 @@
+// Command sqlretry proves, explains and rehearses SQL retry configurations.
+//
+//	sqlretry chaos [flags]              drive a task store under injected faults and check nothing was lost or applied twice
+//	sqlretry classify --engine E CODE   say whether an engine's error code is retryable, and in which phase
+//	sqlretry rules explain RULES        expand JDBC-style retryExec / retryConn rules
+//	sqlretry proxy --target HOST:PORT   a TCP fault proxy for rehearsing outages against a real server
+//	sqlretry version
+//
+// Every subcommand takes --json, writes one JSON document to standard output,
+// and exits 0 on success, 1 when a check it ran failed, 2 on bad input.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sqlretry/sqlretry/internal/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,114 @@
+// Package cli implements the sqlretry command. Each subcommand lives in its
+// own file and registers itself in init; cmd/sqlretry/main.go only parses the
+// process's arguments and signals and hands them to Main.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// Exit codes, part of the command's contract.
+const (
+	ExitOK       = 0 // success
+	ExitFailed   = 1 // a check the command ran failed
+	ExitBadInput = 2 // bad input: a one-line "error: ..." on standard error
+)
+
+// Env is what a subcommand gets to run with.
+type Env struct {
+	Stdout, Stderr io.Writer
+}
+
+// A command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, env Env, args []string) int
+}
+
+var commands = map[string]command{}
+
+// register adds a subcommand; each subcommand's file calls it from init.
+func register(c command) {
+	if _, dup := commands[c.name]; dup {
+		panic("cli: subcommand " + c.name + " registered twice")
+	}
+	commands[c.name] = c
+}
+
+// Main runs the command line args (without the program name) and returns the
+// process exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	env := Env{Stdout: stdout, Stderr: stderr}
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stdout)
+		if len(args) == 0 {
+			return ExitBadInput
+		}
+		return ExitOK
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		return badInput(env, "unknown subcommand %q (run 'sqlretry help')", args[0])
+	}
+	return c.run(ctx, env, args[1:])
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: sqlretry <subcommand> [flags] [--json]")
+	fmt.Fprintln(w)
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	}
+}
+
+// badInput writes the one-line "error: ..." the contract promises and returns
+// ExitBadInput.
+func badInput(env Env, format string, a ...any) int {
+	msg := fmt.Sprintf(format, a...)
+	fmt.Fprintln(env.Stderr, "error: "+strings.ReplaceAll(msg, "\n", " "))
+	return ExitBadInput
+}
+
+// writeJSON writes v as one indented JSON document.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// newFlagSet returns a FlagSet that reports errors through the return value
+// only, so the subcommand can print the contract's one-line error.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+// parseFlags parses args allowing flags after positional arguments
+// ("classify 1205 --json"), and returns the positional ones.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}

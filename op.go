@@ -1,0 +1,46 @@
+package sqlretry
+
+import "context"
+
+// VerifyFunc settles an ambiguous write: it reads what the database holds and
+// reports whether the failed attempt was applied. It runs under the Policy as
+// an idempotent read, so it is itself retried on transient failures.
+type VerifyFunc func(ctx context.Context) (applied bool, err error)
+
+// An Op is one storage operation and the caller's consent to replay it.
+//
+// Build one with [Idempotent] or [Write]; the zero Op is a write without a
+// verify, the most conservative consent. Ops are small values: build them
+// once and reuse them, or build them per call, at no cost.
+type Op struct {
+	// Name identifies the operation in errors, logs and events.
+	Name string
+	// Statement is the SQL text the operation runs, if known. Rule schedules
+	// (package crl) match their query filters against it.
+	Statement string
+
+	idempotent bool
+	verify     VerifyFunc
+}
+
+// Idempotent returns an Op that may be replayed after any retryable failure,
+// including one whose outcome is unknown: a read, or a write whose repetition
+// is harmless (an upsert to a fixed value, a delete by key).
+func Idempotent(name string) Op { return Op{Name: name, idempotent: true} }
+
+// Write returns an Op for a write that must not be applied twice. It is
+// replayed freely when a failure proves the attempt was not applied (phase
+// [NotSent] or [NotApplied]). After a failure of phase [Unknown], verify is
+// called: applied → the call succeeds without a replay; not applied → it is
+// retried; verify failed → the call fails with [ErrAmbiguous]. With a nil
+// verify, an Unknown failure ends the call with [ErrAmbiguous] at once.
+func Write(name string, verify VerifyFunc) Op { return Op{Name: name, verify: verify} }
+
+// IsIdempotent reports whether o may be replayed after an ambiguous failure.
+func (o Op) IsIdempotent() bool { return o.idempotent }
+
+// Verify returns the Op's verify function, nil if none.
+func (o Op) Verify() VerifyFunc { return o.verify }
+
+// WithStatement returns a copy of o whose Statement is sql.
+func (o Op) WithStatement(sql string) Op { o.Statement = sql; return o }

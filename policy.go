@@ -1,0 +1,499 @@
+package sqlretry
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// NoRetries, as Config.MaxRetries, disables retries: every failure is
+// returned after one attempt (an ambiguous write is still verified).
+const NoRetries = -1
+
+// Config sets up a [Policy]. The zero value is a working configuration: every
+// zero field means the documented default.
+type Config struct {
+	// MaxRetries is the number of retries after the first attempt. If 0, 3.
+	// NoRetries (any negative value) disables retries.
+	MaxRetries int
+	// BaseDelay is the first backoff step: the wait before retry n is
+	// BaseDelay·2^(n-1), capped at MaxDelay, then jittered. If 0, 100 ms.
+	BaseDelay time.Duration
+	// MaxDelay caps every wait. If 0, 5 s (or BaseDelay, if that is larger).
+	MaxDelay time.Duration
+	// Jitter randomises each wait. The zero value is FullJitter.
+	Jitter Jitter
+	// CommandTimeout bounds each attempt. When it fires while the caller's
+	// context is alive, the attempt failed with phase Unknown (the command
+	// may have run) and is retried under the Op's rules. If 0, none.
+	CommandTimeout time.Duration
+	// Classifier gives the verdict on each error. If nil, NeutralClassifier.
+	Classifier Classifier
+	// Schedule, if set, overrides the decision and the wait for the failures
+	// it has rules for (package crl). Others fall to the Policy's rules.
+	Schedule Schedule
+	// Budget bounds retries across calls. If nil, a DefaultBudget of the
+	// Policy's own; NoBudget disables it. Share one *Budget between Policies
+	// to bound them together.
+	Budget *Budget
+	// Breaker, if set, fails calls fast while the database is down.
+	Breaker *Breaker
+	// Observer, if set, receives the Policy's events.
+	Observer Observer
+	// Logger, if set, logs retries at Debug and give-ups at Warn.
+	Logger *slog.Logger
+	// CountCalls makes Stats count every call and attempt. It costs one
+	// atomic add per call (about 10 ns under parallel load), so it is off by
+	// default; failures, retries and verifications are always counted.
+	CountCalls bool
+	// Rand, if set, returns uniform numbers in [0, 1) for the jitter. It
+	// must be safe for concurrent use. If nil, math/rand/v2.
+	Rand func() float64
+}
+
+// Policy is the retry engine: it runs an operation, classifies each failure,
+// decides by the operation's consent whether a replay is safe, waits out a
+// jittered backoff, and draws each retry from a shared budget. Create one per
+// database, once; it is safe for concurrent use by multiple goroutines.
+//
+// A first-try success takes no lock, reads no clock and allocates nothing.
+type Policy struct {
+	maxRetries     int
+	baseDelay      time.Duration
+	maxDelay       time.Duration
+	jitter         Jitter
+	commandTimeout time.Duration
+	classifier     Classifier
+	schedule       Schedule
+	budget         *Budget // nil when disabled
+	breaker        *Breaker
+	observer       Observer
+	logger         *slog.Logger
+	countCalls     bool
+	rand           func() float64
+	now            func() time.Time
+	sleep          func(ctx context.Context, d time.Duration) error
+
+	calls, attempts                                    atomic.Int64
+	failures, retries, recovered, gaveUp, ambiguous    atomic.Int64
+	verifications, verifiedApplied, verifiedNotApplied atomic.Int64
+	budgetExhausted, circuitRejected                   atomic.Int64
+}
+
+// New validates c and returns a Policy, or an error that names the bad field.
+func New(c Config) (*Policy, error) {
+	switch {
+	case c.BaseDelay < 0:
+		return nil, errors.New("sqlretry: Config.BaseDelay must be >= 0, got " + c.BaseDelay.String())
+	case c.MaxDelay < 0:
+		return nil, errors.New("sqlretry: Config.MaxDelay must be >= 0, got " + c.MaxDelay.String())
+	case c.CommandTimeout < 0:
+		return nil, errors.New("sqlretry: Config.CommandTimeout must be >= 0, got " + c.CommandTimeout.String())
+	case c.Jitter > NoJitter:
+		return nil, errors.New("sqlretry: Config.Jitter " + c.Jitter.String() + " is not a jitter mode (want FullJitter, EqualJitter, DecorrelatedJitter or NoJitter)")
+	case c.MaxDelay != 0 && c.BaseDelay != 0 && c.MaxDelay < c.BaseDelay:
+		return nil, errors.New("sqlretry: Config.MaxDelay " + c.MaxDelay.String() + " is below Config.BaseDelay " + c.BaseDelay.String())
+	}
+	p := &Policy{
+		maxRetries:     c.MaxRetries,
+		baseDelay:      c.BaseDelay,
+		maxDelay:       c.MaxDelay,
+		jitter:         c.Jitter,
+		commandTimeout: c.CommandTimeout,
+		classifier:     c.Classifier,
+		schedule:       c.Schedule,
+		budget:         c.Budget,
+		breaker:        c.Breaker,
+		observer:       c.Observer,
+		logger:         c.Logger,
+		countCalls:     c.CountCalls,
+		rand:           c.Rand,
+		now:            time.Now,
+		sleep:          sleep,
+	}
+	switch {
+	case p.maxRetries == 0:
+		p.maxRetries = 3
+	case p.maxRetries < 0:
+		p.maxRetries = 0
+	}
+	if p.baseDelay == 0 {
+		p.baseDelay = 100 * time.Millisecond
+	}
+	if p.maxDelay == 0 {
+		p.maxDelay = max(5*time.Second, p.baseDelay)
+	}
+	if p.classifier == nil {
+		p.classifier = NeutralClassifier
+	}
+	switch p.budget {
+	case nil:
+		p.budget = DefaultBudget()
+	case NoBudget:
+		p.budget = nil
+	}
+	if p.rand == nil {
+		p.rand = rand.Float64
+	}
+	return p, nil
+}
+
+// Classify returns the Policy's verdict on err, as its classifier gives it.
+func (p *Policy) Classify(err error) Class { return p.classifier.Classify(err) }
+
+// Do runs fn under the policy: once, and again after a failure only when the
+// error is transient, the Op consents to a replay, a retry is left under
+// MaxRetries and the budget, and the caller's context allows the wait.
+//
+// fn receives a context bounded by CommandTimeout, if set. It must return the
+// database's error unchanged or wrapped, so the classifier can read it.
+//
+// A nil error means fn succeeded once, or a verify found its ambiguous attempt
+// applied. Otherwise the error is fn's own when the first attempt failed
+// permanently, and an [*Error] in every other case: it matches
+// [ErrAmbiguous], [ErrBudgetExhausted], [ErrCircuitOpen],
+// [ErrRetriesExhausted] or the caller's ctx.Err() as the case may be, and
+// always wraps the last database error.
+func (p *Policy) Do(ctx context.Context, op Op, fn func(ctx context.Context) error) error {
+	if err := ctx.Err(); err != nil {
+		return p.stopped(op, 0, Class{}, nil, err)
+	}
+	if p.countCalls {
+		p.calls.Add(1)
+		p.attempts.Add(1)
+	}
+	if p.commandTimeout > 0 || (p.breaker != nil && BreakerState(p.breaker.state.Load()) != BreakerClosed) {
+		return p.run(ctx, op, fn, nil)
+	}
+	err := fn(ctx)
+	if err == nil {
+		p.succeeded(false)
+		return nil
+	}
+	return p.run(ctx, op, fn, err)
+}
+
+// DoValue is [Policy.Do] for an operation that returns a value.
+func DoValue[T any](ctx context.Context, p *Policy, op Op, fn func(ctx context.Context) (T, error)) (T, error) {
+	var v T
+	err := p.Do(ctx, op, func(ctx context.Context) error {
+		var err error
+		v, err = fn(ctx)
+		return err
+	})
+	return v, err
+}
+
+// succeeded records a successful attempt.
+func (p *Policy) succeeded(probe bool) {
+	if p.budget != nil {
+		p.budget.success()
+	}
+	if p.breaker != nil {
+		if t := p.breaker.success(probe); t.changed() {
+			p.breakerChanged(t)
+		}
+	}
+}
+
+// run is the slow path: it runs the first attempt if firstErr is nil, then
+// retries for as long as the rules allow.
+func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error, firstErr error) error {
+	var (
+		err      = firstErr
+		timedOut bool
+		probe    bool
+		attempts = 1
+		prevWait time.Duration
+		start    time.Time
+	)
+	if err == nil {
+		if ok, pr, t := p.allow(); !ok {
+			return p.circuitOpen(op, 0, Class{}, nil, t)
+		} else {
+			probe = pr
+		}
+		if err, timedOut = p.attempt(ctx, fn); err == nil {
+			p.succeeded(probe)
+			return nil
+		}
+	}
+	start = p.now()
+	for {
+		if cerr := ctx.Err(); cerr != nil {
+			p.releaseProbe(probe)
+			return p.stopped(op, attempts, p.classify(err, timedOut), err, cerr)
+		}
+		p.failures.Add(1)
+		class := p.classify(err, timedOut)
+		if p.breaker != nil {
+			if class.Retryable {
+				if t := p.breaker.failure(p.now(), probe); t.changed() {
+					p.breakerChanged(t)
+				}
+			} else {
+				p.breaker.release(probe)
+			}
+			probe = false
+		}
+		decision, wait := Defer, time.Duration(0)
+		if p.schedule != nil && class.Code != "context" {
+			decision, wait = p.schedule.Decide(Failure{Op: op.Name, Statement: op.Statement, Err: err, Class: class, Retry: attempts, Elapsed: p.now().Sub(start)})
+		}
+		retryable := class.Retryable
+		switch decision {
+		case Retry:
+			retryable = true
+		case Stop:
+			retryable = false
+		}
+		if !retryable {
+			return p.permanent(op, attempts, class, err)
+		}
+		if class.Phase == Unknown && !op.idempotent {
+			if op.verify == nil {
+				return p.giveUp(op, attempts, class, err, ErrAmbiguous, true)
+			}
+			applied, verr := p.runVerify(ctx, op)
+			switch {
+			case verr != nil && ctx.Err() != nil:
+				return p.stopped(op, attempts, class, err, ctx.Err())
+			case verr != nil:
+				p.emit(Event{Kind: EventVerifyFailed, Op: op.Name, Attempt: attempts, Err: verr, Class: class})
+				return p.giveUp(op, attempts, class, err, &verifyErr{verr}, true)
+			case applied:
+				p.verifiedApplied.Add(1)
+				p.recovered.Add(1)
+				p.emit(Event{Kind: EventVerified, Op: op.Name, Attempt: attempts, Err: err, Class: class, Applied: true})
+				return nil
+			}
+			p.verifiedNotApplied.Add(1)
+			p.emit(Event{Kind: EventVerified, Op: op.Name, Attempt: attempts, Err: err, Class: class, Applied: false})
+		}
+		if decision != Retry {
+			if attempts > p.maxRetries {
+				return p.giveUp(op, attempts, class, err, ErrRetriesExhausted, false)
+			}
+			wait = Delay(p.jitter, p.baseDelay, p.maxDelay, attempts, prevWait, p.rand())
+		}
+		wait = max(wait, class.MinDelay)
+		now := p.now()
+		if dl, ok := ctx.Deadline(); ok && !now.Add(wait).Before(dl) {
+			return p.giveUp(op, attempts, class, err, deadlineErr{}, false)
+		}
+		if p.budget != nil && !p.budget.withdraw(now) {
+			p.budgetExhausted.Add(1)
+			p.emit(Event{Kind: EventBudgetExhausted, Op: op.Name, Attempt: attempts, Err: err, Class: class})
+			return p.giveUp(op, attempts, class, err, ErrBudgetExhausted, false)
+		}
+		p.retries.Add(1)
+		p.emit(Event{Kind: EventRetry, Op: op.Name, Attempt: attempts, Err: err, Class: class, Wait: wait})
+		if p.logger != nil {
+			p.logger.Debug("sqlretry: retrying", "op", op.Name, "attempt", attempts, "code", class.Code, "phase", class.Phase.String(), "wait", wait, "err", err)
+		}
+		if serr := p.sleep(ctx, wait); serr != nil {
+			return p.stopped(op, attempts, class, err, serr)
+		}
+		prevWait = wait
+		ok, pr, t := p.allow()
+		if !ok {
+			return p.circuitOpen(op, attempts, class, err, t)
+		}
+		probe = pr
+		attempts++
+		if p.countCalls {
+			p.attempts.Add(1)
+		}
+		if err, timedOut = p.attempt(ctx, fn); err == nil {
+			p.recovered.Add(1)
+			p.succeeded(probe)
+			return nil
+		}
+	}
+}
+
+// attempt runs fn once, under CommandTimeout if set, and reports whether the
+// command timeout (not the caller's context) ended it.
+func (p *Policy) attempt(ctx context.Context, fn func(context.Context) error) (err error, timedOut bool) {
+	if p.commandTimeout <= 0 {
+		return fn(ctx), false
+	}
+	actx, cancel := context.WithTimeout(ctx, p.commandTimeout)
+	err = fn(actx)
+	timedOut = err != nil && actx.Err() != nil && ctx.Err() == nil
+	cancel()
+	return err, timedOut
+}
+
+// classify gives the verdict on a failed attempt. The Policy tells a command
+// timeout, and a context error from outside the caller's context, from a
+// database error before it asks the classifier: the two must never be
+// confused.
+func (p *Policy) classify(err error, timedOut bool) Class {
+	if timedOut {
+		return Class{Retryable: true, Phase: Unknown, Code: "command-timeout", Reason: "the command timeout fired: the command may have run"}
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return Class{Phase: Unknown, Code: "context", Reason: "a context other than the caller's ended the attempt: not a database fault"}
+	}
+	return p.classifier.Classify(err)
+}
+
+// runVerify settles an ambiguous write by the Op's verify, itself run under
+// the Policy as an idempotent read.
+func (p *Policy) runVerify(ctx context.Context, op Op) (applied bool, err error) {
+	p.verifications.Add(1)
+	err = p.Do(ctx, Idempotent(op.Name+" verify"), func(ctx context.Context) error {
+		var verr error
+		applied, verr = op.verify(ctx)
+		return verr
+	})
+	return applied, err
+}
+
+func (p *Policy) allow() (ok, probe bool, t transition) {
+	if p.breaker == nil {
+		return true, false, t
+	}
+	ok, probe, t = p.breaker.allow(p.now())
+	if t.changed() {
+		p.breakerChanged(t)
+	}
+	return ok, probe, t
+}
+
+func (p *Policy) releaseProbe(probe bool) {
+	if p.breaker != nil {
+		p.breaker.release(probe)
+	}
+}
+
+func (p *Policy) breakerChanged(t transition) {
+	p.emit(Event{Kind: EventBreakerStateChange, From: t.from, To: t.to})
+	if p.logger != nil {
+		p.logger.Warn("sqlretry: breaker state change", "from", t.from.String(), "to", t.to.String())
+	}
+}
+
+// permanent ends a call on an error that no retry can help.
+func (p *Policy) permanent(op Op, attempts int, class Class, err error) error {
+	p.gaveUp.Add(1)
+	var out error = err
+	if attempts > 1 {
+		out = &Error{Op: op.Name, Attempts: attempts, Class: class, Err: err}
+	}
+	p.emit(Event{Kind: EventGiveUp, Op: op.Name, Attempt: attempts, Err: out, Class: class})
+	if p.logger != nil {
+		p.logger.Debug("sqlretry: not retryable", "op", op.Name, "attempt", attempts, "code", class.Code, "err", err)
+	}
+	return out
+}
+
+// giveUp ends a call that the rules stopped from retrying.
+func (p *Policy) giveUp(op Op, attempts int, class Class, err, cause error, ambiguous bool) error {
+	p.gaveUp.Add(1)
+	if ambiguous {
+		p.ambiguous.Add(1)
+	}
+	out := &Error{Op: op.Name, Attempts: attempts, Class: class, Err: err, Cause: cause}
+	p.emit(Event{Kind: EventGiveUp, Op: op.Name, Attempt: attempts, Err: out, Class: class})
+	if p.logger != nil {
+		p.logger.Warn("sqlretry: giving up", "op", op.Name, "attempts", attempts, "code", class.Code, "phase", class.Phase.String(), "cause", cause.Error(), "err", err)
+	}
+	return out
+}
+
+// stopped ends a call whose caller's context is done.
+func (p *Policy) stopped(op Op, attempts int, class Class, err, cause error) error {
+	if attempts > 0 {
+		p.gaveUp.Add(1)
+	}
+	out := &Error{Op: op.Name, Attempts: attempts, Class: class, Err: err, Cause: cause}
+	if attempts > 0 {
+		p.emit(Event{Kind: EventGiveUp, Op: op.Name, Attempt: attempts, Err: out, Class: class})
+	}
+	return out
+}
+
+func (p *Policy) circuitOpen(op Op, attempts int, class Class, err error, t transition) error {
+	p.circuitRejected.Add(1)
+	return p.giveUp(op, attempts, class, err, ErrCircuitOpen, false)
+}
+
+func (p *Policy) emit(e Event) {
+	if p.observer != nil {
+		p.observer.Observe(e)
+	}
+}
+
+// sleep waits d, or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+var contextDeadlineExceeded = context.DeadlineExceeded
+
+// Stats is a snapshot of a Policy's counters since it was created.
+type Stats struct {
+	Calls              int64        // calls made; counted only with Config.CountCalls
+	Attempts           int64        // operation runs; counted only with Config.CountCalls
+	Failures           int64        // failed attempts
+	Retries            int64        // retries started (each drew a budget token)
+	Recovered          int64        // calls that succeeded after a failure, by a retry or a verify
+	GaveUp             int64        // calls that ended in an error after running
+	Ambiguous          int64        // calls that ended in ErrAmbiguous
+	Verifications      int64        // verify calls
+	VerifiedApplied    int64        // verifies that found the write applied
+	VerifiedNotApplied int64        // verifies that found it not applied
+	BudgetExhausted    int64        // retries refused for want of a token
+	CircuitRejected    int64        // calls or retries refused by an open breaker
+	BudgetTokens       float64      // the budget's level now; +Inf without a budget
+	Breaker            BreakerState // the breaker's state now; closed without a breaker
+}
+
+// Stats returns a snapshot of the Policy's counters.
+func (p *Policy) Stats() Stats {
+	s := Stats{
+		Calls:              p.calls.Load(),
+		Attempts:           p.attempts.Load(),
+		Failures:           p.failures.Load(),
+		Retries:            p.retries.Load(),
+		Recovered:          p.recovered.Load(),
+		GaveUp:             p.gaveUp.Load(),
+		Ambiguous:          p.ambiguous.Load(),
+		Verifications:      p.verifications.Load(),
+		VerifiedApplied:    p.verifiedApplied.Load(),
+		VerifiedNotApplied: p.verifiedNotApplied.Load(),
+		BudgetExhausted:    p.budgetExhausted.Load(),
+		CircuitRejected:    p.circuitRejected.Load(),
+		BudgetTokens:       NoBudget.Tokens(time.Time{}),
+	}
+	now := p.now()
+	if p.budget != nil {
+		s.BudgetTokens = p.budget.Tokens(now)
+	}
+	if p.breaker != nil {
+		s.Breaker = p.breaker.State(now)
+	}
+	return s
+}
+
+// String describes the policy's settings, for logs.
+func (p *Policy) String() string {
+	return "sqlretry.Policy{MaxRetries: " + strconv.Itoa(p.maxRetries) + ", BaseDelay: " + p.baseDelay.String() +
+		", MaxDelay: " + p.maxDelay.String() + ", Jitter: " + p.jitter.String() + ", CommandTimeout: " + p.commandTimeout.String() + "}"
+}
