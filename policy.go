@@ -36,6 +36,12 @@ type Config struct {
 	// Schedule, if set, overrides the decision and the wait for the failures
 	// it has rules for (package crl). Others fall to the Policy's rules.
 	Schedule Schedule
+	// ConnectSchedule, if set, decides the retries of opening a connection
+	// through [Connector] (package crl: retryConn rules with
+	// connectRetryCount, connectRetryInterval and loginTimeout). If nil,
+	// connects retry under the Policy's own rules; authentication failures
+	// are never retried either way.
+	ConnectSchedule Schedule
 	// Budget bounds retries across calls. If nil, a DefaultBudget of the
 	// Policy's own; NoBudget disables it. Share one *Budget between Policies
 	// to bound them together.
@@ -69,6 +75,7 @@ type Policy struct {
 	commandTimeout time.Duration
 	classifier     Classifier
 	schedule       Schedule
+	connSchedule   Schedule
 	budget         *Budget // nil when disabled
 	breaker        *Breaker
 	observer       Observer
@@ -106,6 +113,7 @@ func New(c Config) (*Policy, error) {
 		commandTimeout: c.CommandTimeout,
 		classifier:     c.Classifier,
 		schedule:       c.Schedule,
+		connSchedule:   c.ConnectSchedule,
 		budget:         c.Budget,
 		breaker:        c.Breaker,
 		observer:       c.Observer,
@@ -212,6 +220,7 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 		start    time.Time
 	)
 	if err == nil {
+		start = p.now()
 		if ok, pr, t := p.allow(); !ok {
 			return p.circuitOpen(op, 0, Class{}, nil, t)
 		} else {
@@ -222,7 +231,9 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 			return nil
 		}
 	}
-	start = p.now()
+	if start.IsZero() {
+		start = p.now()
+	}
 	for {
 		if cerr := ctx.Err(); cerr != nil {
 			p.releaseProbe(probe)

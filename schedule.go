@@ -9,7 +9,7 @@ type Failure struct {
 	Err       error         // the attempt's error
 	Class     Class         // the classifier's verdict
 	Retry     int           // the number of the retry being considered: 1 for the first retry
-	Elapsed   time.Duration // time since the call's first attempt started
+	Elapsed   time.Duration // since the first attempt started (connects), or since the first failure (Do)
 }
 
 // Decision is a [Schedule]'s answer for one failure.
@@ -52,3 +52,12 @@ type ScheduleFunc func(f Failure) (Decision, time.Duration)
 
 // Decide calls s(f).
 func (s ScheduleFunc) Decide(f Failure) (Decision, time.Duration) { return s(f) }
+
+// StatementConsent is an optional interface of a [Schedule]: the database/sql
+// layer asks it whether the operator consented to replaying a statement after
+// a failure of phase Unknown (package crl: the statement's verb is in a rule's
+// query filter). Without that consent, only read-only statements are replayed
+// after an ambiguous failure.
+type StatementConsent interface {
+	ConsentsToReplay(statement string) bool
+}
