@@ -175,14 +175,14 @@ func (p *Policy) Do(ctx context.Context, op Op, fn func(ctx context.Context) err
 		p.attempts.Add(1)
 	}
 	if p.commandTimeout > 0 || (p.breaker != nil && BreakerState(p.breaker.state.Load()) != BreakerClosed) {
-		return p.run(ctx, op, fn, nil)
+		return p.run(ctx, op, fn, nil, p.schedule)
 	}
 	err := fn(ctx)
 	if err == nil {
 		p.succeeded(false)
 		return nil
 	}
-	return p.run(ctx, op, fn, err)
+	return p.run(ctx, op, fn, err, p.schedule)
 }
 
 // DoValue is [Policy.Do] for an operation that returns a value.
@@ -209,8 +209,8 @@ func (p *Policy) succeeded(probe bool) {
 }
 
 // run is the slow path: it runs the first attempt if firstErr is nil, then
-// retries for as long as the rules allow.
-func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error, firstErr error) error {
+// retries for as long as the rules and sched (which may be nil) allow.
+func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error, firstErr error, sched Schedule) error {
 	var (
 		err      = firstErr
 		timedOut bool
@@ -252,8 +252,8 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 			probe = false
 		}
 		decision, wait := Defer, time.Duration(0)
-		if p.schedule != nil && class.Code != "context" {
-			decision, wait = p.schedule.Decide(Failure{Op: op.Name, Statement: op.Statement, Err: err, Class: class, Retry: attempts, Elapsed: p.now().Sub(start)})
+		if sched != nil && class.Code != "context" {
+			decision, wait = sched.Decide(Failure{Op: op.Name, Statement: op.Statement, Err: err, Class: class, Retry: attempts, Elapsed: p.now().Sub(start)})
 		}
 		retryable := class.Retryable
 		switch decision {
