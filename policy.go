@@ -358,11 +358,13 @@ func (p *Policy) classify(err error, timedOut bool) Class {
 // the Policy as an idempotent read.
 func (p *Policy) runVerify(ctx context.Context, op Op) (applied bool, err error) {
 	p.verifications.Add(1)
-	err = p.Do(ctx, Idempotent(op.Name+" verify"), func(ctx context.Context) error {
+	// run, not Do: a verify is not a call of its own in Stats, and no
+	// statement rule applies to it.
+	err = p.run(ctx, Idempotent(op.Name+" verify"), func(ctx context.Context) error {
 		var verr error
 		applied, verr = op.verify(ctx)
 		return verr
-	})
+	}, nil, nil)
 	return applied, err
 }
 
