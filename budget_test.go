@@ -103,7 +103,7 @@ func TestBudgetArithmetic(t *testing.T) {
 		{"succeed", 500 * time.Millisecond, 1.5, true},
 		{"succeed", 500 * time.Millisecond, 2, true},
 		{"succeed", 500 * time.Millisecond, 2, true}, // capped
-		{"tokens", 10 * time.Second, 2, true},      // the floor is capped too
+		{"tokens", 10 * time.Second, 2, true},        // the floor is capped too
 	}
 	for i, s := range steps {
 		now := t0.Add(s.at)

@@ -27,10 +27,10 @@ func TestDecisionTable(t *testing.T) {
 		is       []error
 	}
 	cases := []struct {
-		name   string
-		op     func() (Op, *int)
-		errs   []error
-		want   want
+		name string
+		op   func() (Op, *int)
+		errs []error
+		want want
 	}{
 		{"permanent/idempotent", idem, []error{permanentErr("23505")}, want{calls: 1}},
 		{"permanent/write", writeNoVerify, []error{permanentErr("23505")}, want{calls: 1}},
