@@ -1,0 +1,212 @@
+package sqlretry
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"net"
+	"reflect"
+	"strings"
+)
+
+// ErrNestedTx is returned by [RunTx] when it is called with a context that a
+// RunTx transaction function received: nested transactions are not
+// supported. The outer transaction function should return the error, so the
+// outer transaction rolls back; it is not retried.
+var ErrNestedTx = errors.New("sqlretry: RunTx called inside a RunTx transaction function: nested transactions are not supported")
+
+// errNoCommitVerifier is the verify error of an ambiguous COMMIT that neither
+// the Op's Verify nor a CommitVerifier can settle; the caller sees
+// ErrAmbiguous.
+var errNoCommitVerifier = errors.New("sqlretry: the COMMIT outcome is unknown and neither the Op's Verify nor a CommitVerifier can settle it")
+
+// A CommitVerifier settles an ambiguous COMMIT for an Op that has no Verify
+// of its own: it marks the transaction before COMMIT is sent, and after a
+// COMMIT whose outcome is unknown (the connection was lost after COMMIT left)
+// it asks the database, on another connection, whether the marked
+// transaction committed. Package postgres implements it with
+// pg_current_xact_id and pg_xact_status.
+//
+// Implementations must be safe for concurrent use.
+type CommitVerifier interface {
+	// Mark runs inside the transaction, after the transaction function
+	// returned and just before COMMIT. It returns what Committed needs to
+	// find the transaction again (PostgreSQL: its transaction id), or "" if
+	// the transaction wrote nothing (then an ambiguous COMMIT is harmless).
+	// An error from Mark fails the attempt before COMMIT: the transaction
+	// is rolled back and retried under the usual rules.
+	Mark(ctx context.Context, tx *sql.Tx) (mark string, err error)
+	// Committed reports whether the transaction Mark returned mark for
+	// committed. It runs on a connection of db, not the one that failed,
+	// under the Policy as an idempotent read. An error means the outcome
+	// could not be settled: the caller gets an error matching ErrAmbiguous.
+	Committed(ctx context.Context, db *sql.DB, mark string) (committed bool, err error)
+}
+
+// TxConfig holds the optional settings of [RunTxWith].
+type TxConfig struct {
+	// Options are passed to sql.DB.BeginTx; nil means the driver's default.
+	Options *sql.TxOptions
+	// Verifier settles an ambiguous COMMIT when the Op has no Verify. If nil,
+	// such a COMMIT ends the call with an error matching ErrAmbiguous.
+	Verifier CommitVerifier
+}
+
+// RunTx runs fn in a transaction of db, and runs the whole transaction again
+// when a failure proves it was not committed: a retryable failure of BEGIN,
+// of any statement, or of anything else before COMMIT was sent (a deadlock
+// victim, a serialization failure, SQLITE_BUSY_SNAPSHOT, a connection lost
+// mid-transaction: a transaction that never sent COMMIT was rolled back by
+// the server), or a COMMIT the classifier proves was not sent or was rolled
+// back. A statement inside the transaction is never replayed on its own.
+//
+// A COMMIT whose outcome is unknown is never blindly replayed unless op is
+// [Idempotent]: it is settled by op's Verify, and the call succeeds if the
+// transaction was applied and runs it again if not. Without a Verify the
+// call ends with an error matching [ErrAmbiguous]; [RunTxWith] can supply a
+// [CommitVerifier] instead.
+//
+// fn receives a context bounded by Config.CommandTimeout, if set, which
+// bounds the whole attempt. fn must return the database's errors unchanged
+// or wrapped, must not commit or roll back tx itself, and must be free of
+// side effects outside the transaction: it may run more than once, and
+// values it computes are valid only when RunTx returns nil. A panic in fn
+// rolls the transaction back and propagates; it is never retried. RunTx
+// called with a context fn received returns [ErrNestedTx].
+//
+// opts are passed to db.BeginTx. RunTx is safe for concurrent use.
+func RunTx(ctx context.Context, db *sql.DB, p *Policy, op Op, opts *sql.TxOptions, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return RunTxWith(ctx, db, p, op, TxConfig{Options: opts}, fn)
+}
+
+// RunTxWith is [RunTx] with the optional settings in c: transaction options
+// and a [CommitVerifier].
+func RunTxWith(ctx context.Context, db *sql.DB, p *Policy, op Op, c TxConfig, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	if ctx.Value(txKey{}) != nil {
+		return ErrNestedTx
+	}
+	t := &txRun{db: db, c: c, fn: fn, userVerify: op.verify, pq: isLibPQ(db.Driver())}
+	if op.idempotent {
+		t.c.Verifier = nil // an idempotent transaction is replayed: no need to mark it
+	} else {
+		if op.verify != nil {
+			t.c.Verifier = nil
+		}
+		// The verify settles a pre-COMMIT failure as "not applied" without a
+		// query, and an ambiguous COMMIT by the Op's Verify or the verifier.
+		op.verify = t.verify
+	}
+	return p.Do(ctx, op, t.attempt)
+}
+
+// txKey marks the context a RunTx transaction function receives.
+type txKey struct{}
+
+// txStage is how far an attempt of a transaction got.
+type txStage uint8
+
+const (
+	stageBegin  txStage = iota // BEGIN not yet done
+	stageBody                  // inside the transaction: COMMIT not sent
+	stageCommit                // COMMIT was handed to the driver
+)
+
+// txRun is one RunTx call. Its attempts run one after another, so its
+// fields need no lock.
+type txRun struct {
+	db         *sql.DB
+	c          TxConfig
+	fn         func(ctx context.Context, tx *sql.Tx) error
+	userVerify VerifyFunc
+	pq         bool // the driver is lib/pq: its ErrBadConn does not prove COMMIT unsent
+
+	stage   txStage
+	mark    string
+	hasMark bool
+}
+
+// attempt runs the transaction once.
+func (t *txRun) attempt(ctx context.Context) error {
+	t.stage, t.mark, t.hasMark = stageBegin, "", false
+	tx, err := t.db.BeginTx(ctx, t.c.Options)
+	if err != nil {
+		return err
+	}
+	t.stage = stageBody
+	finished := false
+	defer func() {
+		if !finished { // fn panicked: roll back, and let the panic go on
+			_ = tx.Rollback()
+		}
+	}()
+	err = t.fn(context.WithValue(ctx, txKey{}, true), tx)
+	if err == nil && t.c.Verifier != nil {
+		t.mark, err = t.c.Verifier.Mark(ctx, tx)
+		t.hasMark = err == nil
+	}
+	if err != nil {
+		finished = true
+		// The transaction is over whether or not the rollback succeeds: a
+		// server rolls back a transaction whose connection is gone.
+		_ = tx.Rollback()
+		return err
+	}
+	t.stage = stageCommit
+	finished = true
+	err = tx.Commit()
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil && (errors.Is(err, sql.ErrTxDone) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		// database/sql refused to send COMMIT because the attempt's context
+		// ended first, and rolled the transaction back.
+		t.stage = stageBody
+	case t.pq && errors.Is(err, driver.ErrBadConn):
+		return &ambiguousBadConn{err}
+	}
+	return err
+}
+
+// verify settles an Unknown-phase failure of an attempt for the Policy.
+func (t *txRun) verify(ctx context.Context) (bool, error) {
+	switch {
+	case t.stage != stageCommit:
+		// COMMIT was never sent: the server rolled the transaction back.
+		return false, nil
+	case t.userVerify != nil:
+		return t.userVerify(ctx)
+	case t.hasMark:
+		return t.c.Verifier.Committed(ctx, t.db, t.mark)
+	}
+	return false, errNoCommitVerifier
+}
+
+// ambiguousBadConn replaces a driver.ErrBadConn that does not prove the
+// command unsent (lib/pq returns it after a send). It does not match
+// driver.ErrBadConn, so database/sql does not replay the command, and it
+// matches net.ErrClosed, so classifiers read it as a lost connection with an
+// unknown outcome.
+type ambiguousBadConn struct{ err error }
+
+func (e *ambiguousBadConn) Error() string {
+	return "connection lost, the command may have run (" + e.err.Error() + ")"
+}
+
+func (e *ambiguousBadConn) Unwrap() error { return net.ErrClosed }
+
+// isLibPQ reports whether v's type comes from github.com/lib/pq, found by
+// its package path so the root package needs no import of it.
+func isLibPQ(v any) bool {
+	if v == nil {
+		return false
+	}
+	t := reflect.TypeOf(v)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if w, ok := v.(interface{ innerDriver() any }); ok {
+		return isLibPQ(w.innerDriver())
+	}
+	return strings.HasPrefix(t.PkgPath(), "github.com/lib/pq")
+}
