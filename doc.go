@@ -1,0 +1,47 @@
+// Package sqlretry makes SQL storage code survive transient failures —
+// deadlocks, lock timeouts, failovers, throttling, dropped connections,
+// command timeouts — without ever losing a write or applying one twice.
+//
+//	p, err := sqlretry.New(sqlretry.Config{Classifier: postgres.Classifier})
+//	...
+//	err = p.Do(ctx, sqlretry.Idempotent("load-task"), func(ctx context.Context) error {
+//		return db.QueryRowContext(ctx, "SELECT payload FROM tasks WHERE id = $1", id).Scan(&payload)
+//	})
+//
+// # Classify, then decide by operation
+//
+// Every failure is classified before anything is decided (a [Class]): is it
+// transient, and what is known about whether the work reached the database —
+// [NotSent], [NotApplied] or [Unknown]. Engine classifiers live in the
+// packages mssql, postgres, mysql and sqlite; the root knows only
+// engine-neutral facts ([ClassifyNeutral]).
+//
+// Then the operation decides (an [Op]). A read or an idempotent write
+// ([Idempotent]) may be replayed after any transient failure. A write that
+// must not be applied twice ([Write]) is replayed only when the failure proves
+// nothing was applied; after an ambiguous failure its verify reads what the
+// database holds, and without a verify the call fails with [ErrAmbiguous]
+// rather than guess.
+//
+// # Bounded, and fair to a recovering database
+//
+// Retries are few (MaxRetries), spaced by capped exponential backoff with
+// jitter, and drawn from a shared [Budget] so a fleet of clients cannot flood
+// a database that is trying to recover; an optional [Breaker] fails calls fast
+// while it is down. A caller's cancelled context is final: no retry, no
+// further sleep, and the error wraps both ctx.Err() and the last database
+// error. A per-attempt CommandTimeout that fires is a retryable failure of
+// phase Unknown — never confused with the caller's own deadline.
+//
+// # database/sql
+//
+// [Connector] and [Open] give code that uses *sql.DB transparent retry of
+// statements outside transactions and of connects; [RunTx] retries a whole
+// transaction and settles an ambiguous COMMIT instead of replaying it.
+//
+// # Vocabulary
+//
+// An attempt is one run of the operation; retries are attempts after the
+// first. A storage retry replays plumbing and is invisible to a job queue's
+// job attempts.
+package sqlretry
