@@ -250,7 +250,28 @@ func TimeoutRunnersWith(d Delays, t time.Duration) []Named {
 	c := SQLRetryConfig(d)
 	c.CommandTimeout = t
 	return []Named{
+		{"handloop-withtimeout", HandLoopTimeout(t)},
 		{"sqlretry", SQLRetry(c)},
 		{"failsafe-retry-timeout", FailsafeTimeout(d, t)},
+	}
+}
+
+// HandLoopTimeout is the floor of scenario 4: [HandLoop] with a
+// context.WithTimeout of t around each attempt, the standard library's cost.
+func HandLoopTimeout(t time.Duration) Runner {
+	return func(ctx context.Context, fn func(context.Context) error) error {
+		var err error
+		for range Retries + 1 {
+			if cerr := ctx.Err(); cerr != nil {
+				return cerr
+			}
+			actx, cancel := context.WithTimeout(ctx, t)
+			err = fn(actx)
+			cancel()
+			if err == nil {
+				return nil
+			}
+		}
+		return err
 	}
 }
