@@ -1,0 +1,124 @@
+package postgres
+
+import (
+	sr "github.com/sqlretry/sqlretry"
+)
+
+// Sources cited by the table. The section numbers point into the project's
+// reference notes (shared/reference/sql-errors.md), which quote each source.
+const (
+	srcPGManual  = "PostgreSQL manual §13.5 Serialization Failure Handling (sql-errors.md §3.4)"
+	srcNpgsql    = "Npgsql PostgresException.IsTransient, npgsql/npgsql@3cb5804b (sql-errors.md §3.1)"
+	srcErrcodes  = "PostgreSQL errcodes.txt via lib/pq pqerror/codes.go v1.12.3 (sql-errors.md §3.4)"
+	srcPermanent = "PostgreSQL errcodes.txt; permanent per sql-errors.md §7.1"
+	srcCRDB      = "cockroach-go crdb v2.4.2 errIsRetryable; cockroachdb/docs transaction-retry-error-reference (sql-errors.md §6)"
+	srcCRDBAmbig = "cockroachdb/docs common-errors.md \"result is ambiguous\" (sql-errors.md §6.2)"
+	srcChoice    = "sqlretry policy choice, documented in doc.go (sql-errors.md §3.4, §8.4)"
+)
+
+// evidence marks a class whose phase depends on the error's other evidence:
+// SafeToRetry() true means not sent, anything else unknown.
+const evidence = "by evidence"
+
+// entries is PostgreSQL's table: exact SQLSTATEs first, then whole classes
+// written "NNxxx". Lookup tries the exact code, then its class.
+var entries = []Entry{
+	// Class 40 Transaction Rollback: the server rolled the transaction back,
+	// so the whole transaction can be re-run.
+	// PostgreSQL manual §13.5; Npgsql IsTransient.
+	na("40001", srcPGManual, "serialization_failure: the transaction was rolled back; re-run the whole transaction"),
+	na("40P01", srcPGManual, "deadlock_detected: the transaction was rolled back; re-run the whole transaction"),
+	// errcodes.txt; ambiguous by definition (sql-errors.md §8.3).
+	unk("40003", srcErrcodes, "statement_completion_unknown: the statement may have completed; verify before replaying a write"),
+	perm("40002", srcPermanent, "transaction_integrity_constraint_violation"),
+
+	// Class 55 Object Not In Prerequisite State: lock and object conflicts.
+	// Npgsql IsTransient.
+	na("55P03", srcNpgsql, "lock_not_available: a lock could not be taken (NOWAIT or lock_timeout); in a transaction, re-run it whole"),
+	na("55006", srcNpgsql, "object_in_use: the object is in use by another session"),
+	na("55000", srcNpgsql, "object_not_in_prerequisite_state: often a concurrent state change; can also be a programming error, so retries are bounded"),
+
+	// Class 53 Insufficient Resources: transient, with backoff. 53300 is sent
+	// only while a connection starts, so nothing ran.
+	// Npgsql IsTransient; errcodes.txt.
+	{Code: "53xxx", Source: srcNpgsql, Class: sr.Class{Retryable: true, Phase: sr.NotApplied, Code: "53xxx", Reason: "insufficient_resources: the server rejected the statement for lack of resources; retry with backoff"}},
+	ns("53300", srcNpgsql, "too_many_connections: refused at connect, nothing ran"),
+
+	// Class 57 Operator Intervention.
+	// Npgsql IsTransient. 57P01/57P02/57P05 end the session and roll back
+	// its transaction; in reply to COMMIT the outcome is unknown, which only
+	// the caller (RunTx) can tell: see doc.go.
+	ns("57P03", srcNpgsql, "cannot_connect_now: the server is starting up or in recovery; refused at connect, nothing ran"),
+	na("57P01", srcNpgsql, "admin_shutdown: the session was terminated and its transaction rolled back (in reply to COMMIT: unknown, settled by RunTx)"),
+	na("57P02", srcNpgsql, "crash_shutdown: the session was terminated and its transaction rolled back (in reply to COMMIT: unknown, settled by RunTx)"),
+	na("57P05", srcNpgsql, "idle_session_timeout: the session was terminated and its transaction rolled back (in reply to COMMIT: unknown, settled by RunTx)"),
+	// A documented choice: see doc.go, "query_canceled".
+	{Code: "57014", Source: srcChoice, Class: sr.Class{Phase: sr.NotApplied, Code: "57014", Reason: "query_canceled: statement_timeout or a cancel request stopped the statement; not retried (a deliberate limit, as Npgsql decides)"}},
+	perm("57P04", srcPermanent, "database_dropped"),
+
+	// Class 58 System Error: Npgsql IsTransient.
+	na("58000", srcNpgsql, "system_error: an error external to PostgreSQL; retry with backoff"),
+	na("58030", srcNpgsql, "io_error: an I/O error on the server; retry with backoff"),
+
+	// Class 08 Connection Exception: the phase comes from the evidence
+	// (SafeToRetry → not sent, otherwise unknown). Npgsql IsTransient lists
+	// 08000, 08001, 08003, 08004, 08006, 08007.
+	{Code: "08xxx", Source: srcNpgsql, Class: sr.Class{Retryable: true, Phase: sr.Unknown, Code: "08xxx", Reason: "connection_exception: " + evidence + " (SafeToRetry: not sent; otherwise the command may have run)"}},
+	unk("08007", srcNpgsql, "transaction_resolution_unknown: the transaction may have committed; verify before replaying a write"),
+	// errcodes.txt; not in Npgsql's list: a protocol violation is a client bug.
+	{Code: "08P01", Source: srcErrcodes, Class: sr.Class{Phase: sr.Unknown, Code: "08P01", Reason: "protocol_violation: a client or driver bug; not retried"}},
+
+	// Class 25, selected (errcodes.txt). 25P03/25P04 end the session; they are
+	// a policy option (sql-errors.md §8.5) we leave off: the transaction ran
+	// into a limit the operator set.
+	perm("25006", srcPermanent, "read_only_sql_transaction"),
+	perm("25P02", srcPermanent, "in_failed_sql_transaction: an earlier error aborted the transaction"),
+	{Code: "25P03", Source: srcChoice, Class: sr.Class{Phase: sr.NotApplied, Code: "25P03", Reason: "idle_in_transaction_session_timeout: the session was ended and its transaction rolled back; not retried (an operator limit)"}},
+	{Code: "25P04", Source: srcChoice, Class: sr.Class{Phase: sr.NotApplied, Code: "25P04", Reason: "transaction_timeout: the transaction was rolled back; not retried (an operator limit)"}},
+
+	// Permanent: whole classes (sql-errors.md §7.1; DESIGN rule 3).
+	{Code: "42xxx", Source: srcPermanent, Class: sr.Class{Phase: sr.NotApplied, Code: "42xxx", Reason: "syntax_error_or_access_rule_violation: permanent"}},
+	{Code: "23xxx", Source: srcPermanent, Class: sr.Class{Phase: sr.NotApplied, Code: "23xxx", Reason: "integrity_constraint_violation: permanent"}},
+	{Code: "22xxx", Source: srcPermanent, Class: sr.Class{Phase: sr.NotApplied, Code: "22xxx", Reason: "data_exception: permanent"}},
+	{Code: "28xxx", Source: srcPermanent, Class: sr.Class{Phase: sr.NotSent, Code: "28xxx", Reason: "invalid_authorization_specification: refused at connect; permanent until the credentials change"}},
+	{Code: "54xxx", Source: srcPermanent, Class: sr.Class{Phase: sr.NotApplied, Code: "54xxx", Reason: "program_limit_exceeded: permanent"}},
+	{Code: "XXxxx", Source: srcPermanent, Class: sr.Class{Phase: sr.NotApplied, Code: "XXxxx", Reason: "internal_error: permanent, escalate"}},
+	// Permanent: single codes (sql-errors.md §7.1).
+	perm("0A000", srcPermanent, "feature_not_supported"),
+	perm("2BP01", srcPermanent, "dependent_objects_still_exist"),
+	perm("2B000", srcPermanent, "dependent_privilege_descriptors_still_exist"),
+	perm("3D000", srcPermanent, "invalid_catalog_name: the database does not exist"),
+	perm("3F000", srcPermanent, "invalid_schema_name"),
+	perm("44000", srcPermanent, "with_check_option_violation"),
+	perm("2D000", srcPermanent, "invalid_transaction_termination"),
+	perm("24000", srcPermanent, "invalid_cursor_state"),
+	perm("26000", srcPermanent, "invalid_sql_statement_name"),
+	perm("34000", srcPermanent, "invalid_cursor_name"),
+	perm("3B001", srcPermanent, "invalid_savepoint_specification"),
+	perm("P0001", srcPermanent, "raise_exception: application-defined (PL/pgSQL RAISE)"),
+}
+
+// cockroachEntries override the PostgreSQL table for CockroachDB.
+var cockroachEntries = []Entry{
+	// cockroach-go crdb errIsRetryable: "CR000" || "40001".
+	na("40001", srcCRDB, "serialization_failure (restart transaction): re-run the whole transaction"),
+	na("CR000", srcCRDB, "legacy CockroachDB retry error: re-run the whole transaction"),
+	// cockroachdb/docs: 40003 "result is ambiguous".
+	unk("40003", srcCRDBAmbig, "result is ambiguous: the statement or COMMIT may have been applied; verify before replaying a write"),
+}
+
+func na(code, src, reason string) Entry {
+	return Entry{Code: code, Source: src, Class: sr.Class{Retryable: true, Phase: sr.NotApplied, Code: code, Reason: reason}}
+}
+
+func ns(code, src, reason string) Entry {
+	return Entry{Code: code, Source: src, Class: sr.Class{Retryable: true, Phase: sr.NotSent, Code: code, Reason: reason}}
+}
+
+func unk(code, src, reason string) Entry {
+	return Entry{Code: code, Source: src, Class: sr.Class{Retryable: true, Phase: sr.Unknown, Code: code, Reason: reason}}
+}
+
+func perm(code, src, reason string) Entry {
+	return Entry{Code: code, Source: src, Class: sr.Class{Phase: sr.NotApplied, Code: code, Reason: reason + ": permanent"}}
+}

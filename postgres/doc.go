@@ -1,0 +1,73 @@
+// Package postgres classifies PostgreSQL and CockroachDB errors for
+// sqlretry.
+//
+//	p, err := sqlretry.New(sqlretry.Config{
+//		Classifier: postgres.Classifier, // or postgres.CockroachClassifier, postgres.LibPQClassifier
+//	})
+//
+// It imports no driver. A server error is recognised through its
+// SQLState() method, which pgx's *pgconn.PgError and lib/pq's *pq.Error both
+// export; pgconn's proof that nothing was sent through SafeToRetry(). Anything
+// else goes to [sqlretry.ClassifyNeutral]. The table, with a source on every
+// row, is in codes.go; [Table] lists it and [Lookup] reads one code.
+//
+// # What it decides
+//
+//   - 40001 serialization_failure and 40P01 deadlock_detected: retryable, not
+//     applied. The server rolled the transaction back; re-run it whole
+//     (PostgreSQL manual §13.5), which is what sqlretry.RunTx does.
+//   - 55P03, 55006, 55000: retryable, not applied.
+//   - Class 53 and 58000/58030: retryable, not applied; 53300 and 57P03 are
+//     sent only while a connection starts, so they are not sent.
+//   - 57P01, 57P02, 57P05: the session was ended and its transaction rolled
+//     back: retryable, not applied.
+//   - Class 08: by evidence. With SafeToRetry() true in the chain, not sent;
+//     otherwise unknown. 08007 transaction_resolution_unknown and 40003
+//     statement_completion_unknown are always unknown.
+//   - Permanent: classes 42, 23, 22, 28, 54, XX and 57P04, 25P02, 3D000 and
+//     the rest of codes.go. A well-formed code not in the table is not
+//     retryable.
+//
+// # 57P01 in reply to COMMIT
+//
+// A session terminated while COMMIT was in flight may or may not have
+// committed. An error value does not say which statement it answered, so the
+// classifier reports 57P01/57P02/57P05 as not applied; sqlretry.RunTx treats
+// any failure of the commit itself by its own rules (an unknown outcome,
+// settled by the Op's Verify), whatever the classifier says.
+//
+// # query_canceled (57014)
+//
+// 57014 is not retryable (phase not applied). It comes from statement_timeout
+// or a cancel request: a limit someone set on purpose, which the same
+// statement is likely to hit again; Npgsql makes the same choice. When the
+// Policy's own CommandTimeout fires, lib/pq answers with 57014 too, but the
+// Policy recognises its timeout before it asks the classifier and retries it
+// as unknown, so this choice does not weaken CommandTimeout.
+//
+// # lib/pq and driver.ErrBadConn
+//
+// database/sql's contract says a driver returns driver.ErrBadConn only when
+// the server cannot have performed the work. lib/pq breaks it: it also
+// returns driver.ErrBadConn for io.EOF, io.ErrUnexpectedEOF and FATAL errors
+// after the command was sent, and from Tx.Commit after COMMIT was sent
+// (lib/pq#939 "Retry logic can cause queries to be silently performed
+// twice"). [LibPQClassifier] reads driver.ErrBadConn as retryable with an
+// unknown outcome, so a write without Verify is not replayed. database/sql
+// itself still retries ErrBadConn on its own, below sqlretry: prefer pgx.
+//
+// # pgx
+//
+// pgconn.SafeToRetry is trusted for not sent. pgconn.ErrConnClosed met while
+// receiving a response is retryable with an unknown outcome (pgx v5.13.0 no
+// longer marks it safe to retry); it is recognised by its text.
+//
+// # CockroachDB
+//
+// [CockroachClassifier]: 40001 and the legacy CR000 are retryable, not
+// applied (cockroach-go's crdb retries exactly these); 40003 "result is
+// ambiguous" is retryable with an unknown outcome; every other code as for
+// PostgreSQL.
+//
+// Classifiers are stateless and safe for concurrent use.
+package postgres

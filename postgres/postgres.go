@@ -1,0 +1,221 @@
+package postgres
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"sort"
+	"strconv"
+	"strings"
+
+	sr "github.com/sqlretry/sqlretry"
+)
+
+// Entry is one row of a classification table.
+type Entry struct {
+	// Code is the SQLSTATE ("40001"), or a whole class written "53xxx".
+	Code string
+	// Class is the verdict for the code. For a class row, Lookup and
+	// Classify replace Class.Code with the exact code.
+	Class sr.Class
+	// Source says where the verdict comes from.
+	Source string
+}
+
+// The behaviour methods the drivers export, so this package needs no driver.
+type (
+	// sqlStater: *pgconn.PgError, *pq.Error (and crdb uses the same).
+	sqlStater interface {
+		error
+		SQLState() string
+	}
+	// safeToRetrier: pgconn's transport errors; true means nothing was sent.
+	safeToRetrier interface {
+		error
+		SafeToRetry() bool
+	}
+)
+
+// table is an engine's compiled table.
+type table struct {
+	exact map[string]sr.Class // "40001"
+	class map[string]sr.Class // "53"
+	rows  []Entry             // sorted by Code
+}
+
+func compile(lists ...[]Entry) *table {
+	t := &table{exact: map[string]sr.Class{}, class: map[string]sr.Class{}}
+	byCode := map[string]Entry{}
+	for _, list := range lists { // later lists override earlier ones
+		for _, e := range list {
+			byCode[e.Code] = e
+		}
+	}
+	for code, e := range byCode {
+		if isClassRow(code) {
+			t.class[code[:2]] = e.Class
+		} else {
+			t.exact[code] = e.Class
+		}
+		t.rows = append(t.rows, e)
+	}
+	sort.Slice(t.rows, func(i, j int) bool { return t.rows[i].Code < t.rows[j].Code })
+	return t
+}
+
+func isClassRow(code string) bool { return len(code) == 5 && code[2:] == "xxx" }
+
+var (
+	pgTable   = compile(entries)
+	crdbTable = compile(entries, cockroachEntries)
+)
+
+// lookup finds a well-formed, upper-case code: the exact row, then its class.
+func (t *table) lookup(code string) (sr.Class, bool) {
+	if c, ok := t.exact[code]; ok {
+		return c, true
+	}
+	if len(code) == 5 {
+		if c, ok := t.class[code[:2]]; ok {
+			c.Code = code
+			return c, true
+		}
+	}
+	return sr.Class{Phase: sr.NotApplied, Code: code, Reason: "SQLSTATE not listed as transient: not retried"}, false
+}
+
+// Classifier is the PostgreSQL [sr.Classifier]: pass it as
+// sqlretry.Config.Classifier. It is safe for concurrent use.
+var Classifier sr.Classifier = sr.ClassifierFunc(Classify)
+
+// CockroachClassifier is the CockroachDB [sr.Classifier]: 40001 and the
+// legacy CR000 are retryable and not applied, 40003 is retryable with an
+// unknown outcome, and every other code is read as PostgreSQL reads it.
+var CockroachClassifier sr.Classifier = sr.ClassifierFunc(ClassifyCockroach)
+
+// LibPQClassifier is [Classifier] for github.com/lib/pq, which returns
+// driver.ErrBadConn even after a command was sent (lib/pq#939): it reads
+// driver.ErrBadConn as retryable with an unknown outcome instead of not sent.
+var LibPQClassifier sr.Classifier = sr.ClassifierFunc(ClassifyLibPQ)
+
+// Classify gives PostgreSQL's verdict on err. It recognises a server error
+// through its SQLState() method (pgx's *pgconn.PgError, lib/pq's *pq.Error)
+// and pgconn's proof that nothing was sent through SafeToRetry(), and falls
+// back to [sr.ClassifyNeutral]. It never panics, whatever err is.
+func Classify(err error) sr.Class { return classify(pgTable, err) }
+
+// ClassifyCockroach gives CockroachDB's verdict on err; see
+// [CockroachClassifier].
+func ClassifyCockroach(err error) sr.Class { return classify(crdbTable, err) }
+
+// ClassifyLibPQ is [Classify] with driver.ErrBadConn read as unknown; see
+// [LibPQClassifier].
+func ClassifyLibPQ(err error) sr.Class {
+	c := Classify(err)
+	if c.Code == "bad-conn" && errors.Is(err, driver.ErrBadConn) {
+		c.Phase = sr.Unknown
+		c.Reason = "driver.ErrBadConn from lib/pq: the connection broke, but lib/pq also returns it after sending (lib/pq#939), so the command may have run"
+	}
+	return c
+}
+
+func classify(t *table, err error) (c sr.Class) {
+	if err == nil {
+		return sr.ClassifyNeutral(nil)
+	}
+	// A method of the error itself may panic (a typed nil pointer, say);
+	// the classifier must not.
+	defer func() {
+		if recover() != nil {
+			c = panicked
+		}
+	}()
+	if s, ok := errors.AsType[sqlStater](err); ok {
+		code := s.SQLState()
+		c, _ := t.lookup(code)
+		if len(code) == 5 && code[0] == '0' && code[1] == '8' && code != "08007" && c.Retryable {
+			if r, ok := errors.AsType[safeToRetrier](err); ok && r.SafeToRetry() {
+				c.Phase = sr.NotSent
+				c.Reason = "connection_exception before anything was sent (SafeToRetry)"
+			}
+		}
+		return c
+	}
+	if r, ok := errors.AsType[safeToRetrier](err); ok {
+		// A context that was already done is the caller's business, not a
+		// database fault: leave it to the neutral classifier.
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return sr.ClassifyNeutral(err)
+		}
+		if r.SafeToRetry() {
+			return sr.Class{Retryable: true, Phase: sr.NotSent, Code: "safe-to-retry", Reason: "pgconn SafeToRetry: the error happened before anything was sent"}
+		}
+		if connClosed(err) {
+			return sr.Class{Retryable: true, Phase: sr.Unknown, Code: "conn-closed", Reason: "pgconn: connection closed while receiving the response; the command may have run"}
+		}
+	}
+	return sr.ClassifyNeutral(err)
+}
+
+// panicked is the verdict when the error's own methods panic.
+var panicked = sr.Class{Phase: sr.Unknown, Code: "panic", Reason: "the error's methods panicked while being classified: not retried"}
+
+// connClosed reports whether err's chain holds pgconn.ErrConnClosed, which
+// it recognises by its text ("conn closed") so as not to import pgconn.
+func connClosed(err error) bool {
+	for i := 0; err != nil && i < 32; i++ {
+		if _, isMsg := err.(interface{ SafeToRetry() bool }); !isMsg {
+			if err.Error() == "conn closed" {
+				return true
+			}
+		}
+		err = errors.Unwrap(err)
+	}
+	return false
+}
+
+// Lookup returns PostgreSQL's verdict on a bare SQLSTATE, as the command
+// sees it: ok is false when the code is not listed (it is then not
+// retryable) or malformed (see [ValidCode]). Lower-case letters are
+// accepted.
+func Lookup(code string) (sr.Class, bool) { return lookupIn(pgTable, code) }
+
+// CockroachLookup is [Lookup] for CockroachDB.
+func CockroachLookup(code string) (sr.Class, bool) { return lookupIn(crdbTable, code) }
+
+func lookupIn(t *table, code string) (sr.Class, bool) {
+	if ValidCode(code) != nil {
+		return sr.Class{Phase: sr.Unknown, Code: code, Reason: "malformed SQLSTATE"}, false
+	}
+	return t.lookup(strings.ToUpper(code))
+}
+
+// ValidCode reports why code is not a well-formed SQLSTATE (five
+// characters, each a digit or a letter), or nil. The same rule serves
+// CockroachDB, whose CR000 is well-formed.
+func ValidCode(code string) error {
+	if len(code) != 5 {
+		return errors.New("SQLSTATE " + quote(code) + " must be 5 characters (digits and letters), like 40001")
+	}
+	for i := 0; i < len(code); i++ {
+		b := code[i]
+		if !('0' <= b && b <= '9' || 'A' <= b && b <= 'Z' || 'a' <= b && b <= 'z') {
+			return errors.New("SQLSTATE " + quote(code) + " may hold only digits and letters")
+		}
+	}
+	return nil
+}
+
+func quote(s string) string {
+	if len(s) > 40 {
+		s = s[:40] + "..."
+	}
+	return strconv.Quote(s)
+}
+
+// Table returns PostgreSQL's table sorted by code: a fresh copy each call.
+func Table() []Entry { return append([]Entry(nil), pgTable.rows...) }
+
+// CockroachTable returns CockroachDB's table (PostgreSQL's with the
+// CockroachDB rows in place) sorted by code.
+func CockroachTable() []Entry { return append([]Entry(nil), crdbTable.rows...) }
