@@ -1,0 +1,162 @@
+package dbtest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// mariadbDefaults are the throwaway MariaDB server's settings: small and
+// fast. innodb_flush_log_at_trx_commit=2 writes the log to the kernel at each
+// commit (without fsync), so a commit survives [Server.Kill].
+var mariadbDefaults = map[string]string{
+	"skip-log-bin":                        "",
+	"skip-name-resolve":                   "",
+	"innodb-buffer-pool-size":             "32M",
+	"innodb-log-file-size":                "4M",
+	"innodb-data-file-path":               "ibdata1:4M:autoextend",
+	"innodb-autoextend-increment":         "1",
+	"innodb-flush-log-at-trx-commit":      "2",
+	"innodb-doublewrite":                  "0",
+	"innodb-use-native-aio":               "0", // no fight over the machine's aio-max-nr
+	"performance-schema":                  "OFF",
+	"character-set-server":                "utf8mb4",
+	"max-connections":                     "50",
+	"innodb-temp-data-file-path":          "ibtmp1:1M:autoextend",
+	"innodb-buffer-pool-dump-at-shutdown": "OFF",
+	"innodb-buffer-pool-load-at-startup":  "OFF",
+	"innodb-fast-shutdown":                "1",
+}
+
+// mariadbInstallKeys name the settings that must match mariadbDefaults where InnoDB checks its
+// files against the configuration.
+var mariadbInstallKeys = []string{
+	"innodb-log-file-size", "innodb-data-file-path", "innodb-autoextend-increment",
+	"innodb-buffer-pool-size", "innodb-use-native-aio",
+}
+
+// mariadbBinaries finds mariadbd (or mysqld) and mariadb-install-db (or
+// mysql_install_db) on PATH or in /usr/sbin, /usr/bin.
+func mariadbBinaries() (server, install string, err error) {
+	find := func(names ...string) string {
+		for _, n := range names {
+			if p, err := exec.LookPath(n); err == nil {
+				return p
+			}
+			for _, d := range []string{"/usr/sbin", "/usr/bin", "/usr/local/bin", "/usr/local/sbin"} {
+				p := filepath.Join(d, n)
+				if st, err := os.Stat(p); err == nil && !st.IsDir() {
+					return p
+				}
+			}
+		}
+		return ""
+	}
+	server = find("mariadbd", "mysqld")
+	install = find("mariadb-install-db", "mysql_install_db")
+	if server == "" || install == "" {
+		return "", "", fmt.Errorf("need mariadbd and mariadb-install-db on PATH or in /usr/sbin (found %q, %q)", server, install)
+	}
+	return server, install, nil
+}
+
+// StartMariaDB starts a throwaway MariaDB server for the test: a copy of a
+// cached mariadb-install-db'd data directory (root without password,
+// database test), listening on a free port on 127.0.0.1, binary log off,
+// InnoDB small. It is killed and removed at cleanup. The test is skipped
+// through [Skip] when the MariaDB binaries are missing.
+func StartMariaDB(t testing.TB) *Server {
+	t.Helper()
+	return StartMariaDBWith(t, Options{})
+}
+
+// StartMariaDBWith is [StartMariaDB] with settings, for example
+// {"max_connections": "3"}.
+func StartMariaDBWith(t testing.TB, opts Options) *Server {
+	t.Helper()
+	server, install, err := mariadbBinaries()
+	if err != nil {
+		Skip(t, "dbtest: no MariaDB server binaries: %v", err)
+		return nil
+	}
+	version, err := output(server, "--version")
+	if err != nil {
+		Skip(t, "dbtest: %s --version: %v", server, err)
+		return nil
+	}
+	var asRoot []string
+	if os.Geteuid() == 0 {
+		asRoot = []string{"--user=root"}
+	}
+	tmpl, err := cachedTemplate("mariadb", version+"\x00"+server, func(dir string) error {
+		data := filepath.Join(dir, "data")
+		args := []string{"--no-defaults", "--auth-root-authentication-method=normal", "--skip-test-db",
+			"--datadir=" + data}
+		args = append(args, asRoot...)
+		for _, k := range mariadbInstallKeys {
+			args = append(args, "--"+k+"="+mariadbDefaults[k])
+		}
+		if err := run(nil, "", install, args...); err != nil {
+			return err
+		}
+		// Bootstrap mode creates the test database without a listener.
+		boot := []string{"--no-defaults", "--bootstrap", "--datadir=" + data, "--skip-log-bin"}
+		boot = append(boot, asRoot...)
+		for _, k := range mariadbInstallKeys {
+			boot = append(boot, "--"+k+"="+mariadbDefaults[k])
+		}
+		return run(nil, "CREATE DATABASE test;\n", server, boot...)
+	})
+	if err != nil {
+		t.Fatalf("dbtest: initialise MariaDB template: %v", err)
+	}
+	dir, err := os.MkdirTemp("", "sqlretry-my-")
+	if err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
+	data := filepath.Join(dir, "data")
+	if err := copyTree(filepath.Join(tmpl, "data"), data); err != nil {
+		os.RemoveAll(dir)
+		t.Fatalf("dbtest: %v", err)
+	}
+	extra := make(map[string]string, len(opts.Settings))
+	for k, v := range opts.Settings {
+		extra[strings.ReplaceAll(k, "_", "-")] = v // max_connections and max-connections are one option
+	}
+	settings := mergeSettings(mariadbDefaults, extra)
+	s := &Server{
+		kind:    "MariaDB",
+		dir:     dir,
+		logPath: filepath.Join(dir, "server.log"),
+		driver:  "mysql",
+		stopSig: syscall.SIGTERM, // normal shutdown
+		argv: func(port int) []string {
+			args := []string{server, "--no-defaults"}
+			args = append(args, asRoot...)
+			args = append(args,
+				"--datadir="+data,
+				"--tmpdir="+dir,
+				"--socket="+filepath.Join(dir, "mysqld.sock"),
+				"--pid-file="+filepath.Join(dir, "mysqld.pid"),
+				"--port="+strconv.Itoa(port),
+				"--bind-address=127.0.0.1")
+			for _, kv := range settings {
+				if kv[1] == "" {
+					args = append(args, "--"+kv[0])
+				} else {
+					args = append(args, "--"+kv[0]+"="+kv[1])
+				}
+			}
+			return args
+		},
+		dsn: func(port int) string {
+			return fmt.Sprintf("root@tcp(127.0.0.1:%d)/test?parseTime=true", port)
+		},
+	}
+	return launch(t, s)
+}
