@@ -8,7 +8,8 @@ package sqlretry
 //
 //	SET k v    data[k] = v
 //	ADD k n    data[k] += n
-//	GET k      one row, one column: data[k]
+//	GET k      one row, one column: data[k] (a read IsReadOnly cannot see)
+//	SELECT k   the same, read-only to IsReadOnly
 //	SELECT 1   one row, one column: 1
 //	BAD        a permanent error (errSyntax)
 
@@ -86,6 +87,23 @@ type fakeServer struct {
 	log    []string
 	opened int // connections ever opened
 	live   int // connections open now
+	conns  []*fakeConn
+}
+
+// conn returns the i-th connection opened.
+func (s *fakeServer) conn(i int) *fakeConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conns[i]
+}
+
+// kill marks every open connection dead, as a server restart would.
+func (s *fakeServer) kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.conns {
+		c.dead = true
+	}
 }
 
 func newFakeServer(faults ...*fault) *fakeServer {
@@ -155,7 +173,12 @@ func (f *fault) fire(ctx context.Context, c *fakeConn, apply func()) error {
 	return f.err
 }
 
-type fakeConnector struct{ s *fakeServer }
+// fakeConnector opens fakeConns; mk, if set, wraps each in a type with
+// fewer optional interfaces.
+type fakeConnector struct {
+	s  *fakeServer
+	mk func(*fakeConn) driver.Conn
+}
 
 func (c *fakeConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if f := c.s.take("connect", ""); f != nil {
@@ -164,8 +187,13 @@ func (c *fakeConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	c.s.mu.Lock()
 	c.s.opened++
 	c.s.live++
+	fc := &fakeConn{s: c.s}
+	c.s.conns = append(c.s.conns, fc)
 	c.s.mu.Unlock()
-	return &fakeConn{s: c.s}, nil
+	if c.mk != nil {
+		return c.mk(fc), nil
+	}
+	return fc, nil
 }
 
 func (c *fakeConnector) Driver() driver.Driver { return fakeDriver{c} }
@@ -259,7 +287,7 @@ func (c *fakeConn) QueryContext(ctx context.Context, q string, args []driver.Nam
 	if f := c.s.take("query", q); f != nil {
 		return nil, f.fire(ctx, c, nil)
 	}
-	return &fakeRows{c: c, vals: []int64{c.read(read)}}, nil
+	return &fakeRows{c: c, ctx: ctx, vals: []int64{c.read(read)}}, nil
 }
 
 func (c *fakeConn) Ping(ctx context.Context) error {
@@ -330,10 +358,10 @@ func (c *fakeConn) parse(q string, args []driver.NamedValue) (apply func(map[str
 				m[k] += v
 			}
 		}, "", nil
-	case len(f) == 2 && f[0] == "GET":
-		return nil, f[1], nil
 	case q == "SELECT 1":
 		return nil, "", nil
+	case len(f) == 2 && (f[0] == "GET" || f[0] == "SELECT"):
+		return nil, f[1], nil
 	}
 	return nil, "", errSyntax
 }
@@ -451,6 +479,7 @@ func valuesToNamed(args []driver.Value) []driver.NamedValue {
 // fakeRows implements RowsColumnTypeDatabaseTypeName.
 type fakeRows struct {
 	c    *fakeConn
+	ctx  context.Context // the query's: reading fails once it is done
 	vals []int64
 	i    int
 }
@@ -461,6 +490,9 @@ func (r *fakeRows) ColumnTypeDatabaseTypeName(int) string { return "BIGINT" }
 func (r *fakeRows) Next(dest []driver.Value) error {
 	if f := r.c.s.take("next", ""); f != nil {
 		return f.fire(context.Background(), r.c, nil)
+	}
+	if err := r.ctx.Err(); err != nil {
+		return err
 	}
 	if r.i >= len(r.vals) {
 		return io.EOF

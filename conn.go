@@ -1,0 +1,549 @@
+package sqlretry
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"io"
+	"net"
+	"syscall"
+)
+
+// conn wraps one inner connection, and replaces it underneath when a
+// failure outside a transaction left it unusable. database/sql never uses
+// a driver.Conn concurrently, so its fields need no lock.
+//
+// conn implements driver.Conn, ConnPrepareContext, ConnBeginTx,
+// ExecerContext, QueryerContext, NamedValueChecker and Validator; the types
+// below add Pinger and SessionResetter when the inner connection has them.
+type conn struct {
+	c      *connector
+	inner  driver.Conn // nil after a failed reconnect
+	gen    uint64      // bumped at each reconnect; statements re-prepare when it moves
+	inTx   bool
+	broken bool // inner is unusable: replace it before the next command
+
+	// endQuery cancels the command timeout of the last query, whose rows
+	// may be read after QueryContext returned. It runs at the connection's
+	// next use, ResetSession or Close.
+	endQuery context.CancelFunc
+
+	// The inner connection's optional interfaces, nil when it lacks them.
+	execer    driver.ExecerContext
+	queryer   driver.QueryerContext
+	execerV   driver.Execer  //nolint:staticcheck // the pre-context interface, still honoured by database/sql
+	queryerV  driver.Queryer //nolint:staticcheck
+	preparer  driver.ConnPrepareContext
+	beginner  driver.ConnBeginTx
+	pinger    driver.Pinger
+	resetter  driver.SessionResetter
+	validator driver.Validator
+	checker   driver.NamedValueChecker
+}
+
+type (
+	connP  struct{ *conn } // + Pinger
+	connR  struct{ *conn } // + SessionResetter
+	connPR struct{ *conn } // + Pinger, SessionResetter
+)
+
+func (c connP) Ping(ctx context.Context) error          { return c.ping(ctx) }
+func (c connR) ResetSession(ctx context.Context) error  { return c.resetSession(ctx) }
+func (c connPR) Ping(ctx context.Context) error         { return c.ping(ctx) }
+func (c connPR) ResetSession(ctx context.Context) error { return c.resetSession(ctx) }
+func (c *conn) IsValid() bool {
+	return !c.broken && c.inner != nil && (c.validator == nil || c.validator.IsValid())
+}
+func (c *conn) Prepare(query string) (driver.Stmt, error) {
+	return c.PrepareContext(context.Background(), query)
+}
+func (c *conn) Begin() (driver.Tx, error)        { return c.BeginTx(context.Background(), driver.TxOptions{}) }
+func (c *connector) connOf(ic driver.Conn) *conn { cn := &conn{c: c}; cn.setInner(ic); return cn }
+
+// wrap returns the wrapper type whose method set matches ic's.
+func (c *connector) wrap(ic driver.Conn) driver.Conn {
+	cn := c.connOf(ic)
+	switch {
+	case cn.pinger != nil && cn.resetter != nil:
+		return connPR{cn}
+	case cn.pinger != nil:
+		return connP{cn}
+	case cn.resetter != nil:
+		return connR{cn}
+	}
+	return cn
+}
+
+func (c *conn) setInner(ic driver.Conn) {
+	c.inner = ic
+	c.execer, _ = ic.(driver.ExecerContext)
+	c.queryer, _ = ic.(driver.QueryerContext)
+	c.execerV, _ = ic.(driver.Execer)   //nolint:staticcheck
+	c.queryerV, _ = ic.(driver.Queryer) //nolint:staticcheck
+	c.preparer, _ = ic.(driver.ConnPrepareContext)
+	c.beginner, _ = ic.(driver.ConnBeginTx)
+	c.pinger, _ = ic.(driver.Pinger)
+	c.resetter, _ = ic.(driver.SessionResetter)
+	c.validator, _ = ic.(driver.Validator)
+	c.checker, _ = ic.(driver.NamedValueChecker)
+}
+
+// Close closes the inner connection.
+func (c *conn) Close() error {
+	c.finishQuery()
+	if c.inner == nil {
+		return nil
+	}
+	err := c.inner.Close()
+	c.inner = nil
+	return err
+}
+
+func (c *conn) finishQuery() {
+	if c.endQuery != nil {
+		c.endQuery()
+		c.endQuery = nil
+	}
+}
+
+// CheckNamedValue forwards to the inner connection, or returns
+// driver.ErrSkip, which database/sql documents as "as if unimplemented".
+func (c *conn) CheckNamedValue(nv *driver.NamedValue) error {
+	if c.checker == nil {
+		return driver.ErrSkip
+	}
+	return c.checker.CheckNamedValue(nv)
+}
+
+// fast reports whether a statement may take the fast path: one plain
+// attempt, the Policy consulted only if it fails.
+func (p *Policy) fast() bool {
+	return p.commandTimeout <= 0 && (p.breaker == nil || BreakerState(p.breaker.state.Load()) == BreakerClosed)
+}
+
+// countCall counts a call and its first attempt, as Policy.Do does.
+func (p *Policy) countCall() {
+	if p.countCalls {
+		p.calls.Add(1)
+		p.attempts.Add(1)
+	}
+}
+
+// stmtOp is the consent for replaying statement q outside a transaction.
+func (c *connector) stmtOp(q string) Op {
+	name := Verb(q)
+	if name == "" {
+		name = "statement"
+	}
+	op := Op{Name: name, Statement: q}
+	if IsReadOnly(q) {
+		op.idempotent = true
+	} else if sc, ok := c.p.schedule.(StatementConsent); ok && sc.ConsentsToReplay(q) {
+		op.idempotent = true
+	}
+	return op
+}
+
+// failed records what a failed command says about the connection, and
+// returns the error to classify.
+func (c *conn) failed(err error) error {
+	if err == nil {
+		return nil
+	}
+	if c.c.pq && errors.Is(err, driver.ErrBadConn) {
+		c.broken = true
+		return &ambiguousBadConn{err}
+	}
+	if !c.broken && unusable(err, c.validator) {
+		c.broken = true
+	}
+	return err
+}
+
+// unusable reports whether err left the connection unusable.
+func unusable(err error, v driver.Validator) bool {
+	if errors.Is(err, driver.ErrBadConn) {
+		return true
+	}
+	if v != nil {
+		return !v.IsValid()
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// ready replaces a broken inner connection by a new one: one connect
+// attempt, whose failure is the attempt's failure.
+func (c *conn) ready(ctx context.Context) error {
+	if !c.broken && c.inner != nil {
+		return nil
+	}
+	if c.inner != nil {
+		_ = c.inner.Close()
+		c.inner = nil
+	}
+	ic, err := c.c.connectOnce(ctx)
+	if err != nil {
+		return c.notSent(err)
+	}
+	c.setInner(ic)
+	c.gen++
+	c.broken = false
+	return nil
+}
+
+// notSent returns a retryable error of a step before the statement itself
+// (a reconnect, a re-prepare) as an error of phase NotSent: whatever the
+// step's own phase, the statement was not sent. A permanent error, such as
+// an authentication failure, is returned unchanged.
+func (c *conn) notSent(err error) error {
+	if !c.c.p.Classify(err).Retryable {
+		return err
+	}
+	return &notSentError{err}
+}
+
+// notSentError matches driver.ErrBadConn (the classifiers' NotSent) and no
+// longer the step's own error; the Connector hides it from database/sql.
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string {
+	return "statement not sent: " + e.err.Error()
+}
+
+func (e *notSentError) Unwrap() error { return driver.ErrBadConn }
+
+// retry runs fn under the Policy for statement op, after a first failure
+// firstErr (nil: run the first attempt too), reconnecting before each
+// attempt if the connection is broken.
+func (c *conn) retry(ctx context.Context, op Op, firstErr error, fn func(ctx context.Context) error) error {
+	attempt := func(ctx context.Context) error {
+		if err := c.ready(ctx); err != nil {
+			return err
+		}
+		if err := fn(ctx); err != nil {
+			return c.failed(err)
+		}
+		return nil
+	}
+	if firstErr != nil {
+		firstErr = c.failed(firstErr)
+	}
+	return hideBadConn(c.c.p.run(ctx, op, attempt, firstErr, c.c.p.schedule))
+}
+
+// ExecContext runs a statement, retried outside a transaction. It returns
+// driver.ErrSkip when the inner connection has no Execer, so database/sql
+// prepares the statement instead, as it would for the inner connection.
+func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	if c.execer == nil && c.execerV == nil {
+		return nil, driver.ErrSkip
+	}
+	c.finishQuery()
+	if c.inTx {
+		r, err := c.exec(ctx, query, args)
+		if err != nil {
+			err = c.failed(err)
+		}
+		return r, err
+	}
+	p := c.c.p
+	p.countCall()
+	var (
+		r   driver.Result
+		err error
+	)
+	if p.fast() && !c.broken {
+		if r, err = c.exec(ctx, query, args); err == nil {
+			p.succeeded(false)
+			return r, nil
+		}
+		if err == driver.ErrSkip {
+			return nil, err
+		}
+	}
+	err = c.retry(ctx, c.c.stmtOp(query), err, func(ctx context.Context) error {
+		var err error
+		r, err = c.exec(ctx, query, args)
+		return err
+	})
+	return r, err
+}
+
+// exec runs one attempt of a statement on the inner connection, as
+// database/sql's ctxDriverExec would.
+func (c *conn) exec(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	if c.execer != nil {
+		return c.execer.ExecContext(ctx, query, args)
+	}
+	dargs, err := namedToValues(args)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return c.execerV.Exec(query, dargs)
+}
+
+// QueryContext runs a query, retried outside a transaction until its rows
+// are returned; errors while reading them are not retried. It returns
+// driver.ErrSkip when the inner connection has no Queryer.
+func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	if c.queryer == nil && c.queryerV == nil {
+		return nil, driver.ErrSkip
+	}
+	c.finishQuery()
+	if c.inTx {
+		r, err := c.query(ctx, query, args)
+		if err != nil {
+			err = c.failed(err)
+		}
+		return r, err
+	}
+	p := c.c.p
+	p.countCall()
+	var (
+		rows driver.Rows
+		err  error
+	)
+	if p.fast() && !c.broken {
+		if rows, err = c.query(ctx, query, args); err == nil {
+			p.succeeded(false)
+			return rows, nil
+		}
+		if err == driver.ErrSkip {
+			return nil, err
+		}
+	}
+	err = c.retry(ctx, c.c.stmtOp(query), err, c.timed(ctx, func(ctx context.Context) error {
+		var err error
+		rows, err = c.query(ctx, query, args)
+		return err
+	}))
+	return rows, err
+}
+
+// timed adapts a query attempt to the command timeout: the Policy cancels an
+// attempt's context when the attempt returns, but a query's rows are read
+// afterwards, so the query runs under a timeout of its own, derived from the
+// caller's ctx and ended at the connection's next use.
+func (c *conn) timed(ctx context.Context, fn func(ctx context.Context) error) func(context.Context) error {
+	d := c.c.p.commandTimeout
+	if d <= 0 {
+		return fn
+	}
+	return func(context.Context) error {
+		qctx, cancel := context.WithTimeout(ctx, d)
+		if err := fn(qctx); err != nil {
+			cancel()
+			return err
+		}
+		c.endQuery = cancel
+		return nil
+	}
+}
+
+func (c *conn) query(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	if c.queryer != nil {
+		return c.queryer.QueryContext(ctx, query, args)
+	}
+	dargs, err := namedToValues(args)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return c.queryerV.Query(query, dargs)
+}
+
+// PrepareContext prepares a statement, retried outside a transaction. The
+// statement is prepared again on a connection that replaces this one.
+func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	c.finishQuery()
+	var (
+		si  driver.Stmt
+		err error
+	)
+	if c.inTx {
+		if si, err = c.prepare(ctx, query); err != nil {
+			return nil, c.failed(err)
+		}
+	} else {
+		p := c.c.p
+		p.countCall()
+		if p.fast() && !c.broken {
+			if si, err = c.prepare(ctx, query); err == nil {
+				p.succeeded(false)
+			}
+		}
+		if si == nil {
+			err = c.retry(ctx, Op{Name: "prepare", Statement: query, idempotent: true}, err, func(ctx context.Context) error {
+				var err error
+				si, err = c.prepare(ctx, query)
+				return err
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	return newStmt(c, query, si), nil
+}
+
+func (c *conn) prepare(ctx context.Context, query string) (driver.Stmt, error) {
+	if c.preparer != nil {
+		return c.preparer.PrepareContext(ctx, query)
+	}
+	// database/sql's ctxDriverPrepare
+	si, err := c.inner.Prepare(query)
+	if err == nil {
+		select {
+		default:
+		case <-ctx.Done():
+			si.Close()
+			return nil, ctx.Err()
+		}
+	}
+	return si, err
+}
+
+// BeginTx begins a transaction, retried: a BEGIN whose outcome is unknown
+// may have opened a transaction on the session, so the session is dropped
+// and the retry begins on a new connection.
+func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	c.finishQuery()
+	if c.beginner == nil {
+		// database/sql's ctxDriverBegin
+		if opts.Isolation != driver.IsolationLevel(0) {
+			return nil, errors.New("sql: driver does not support non-default isolation level")
+		}
+		if opts.ReadOnly {
+			return nil, errors.New("sql: driver does not support read-only transactions")
+		}
+	}
+	p := c.c.p
+	p.countCall()
+	var (
+		itx driver.Tx
+		err error
+	)
+	if p.fast() && !c.broken {
+		if itx, err = c.begin(ctx, opts); err == nil {
+			p.succeeded(false)
+		}
+	}
+	if itx == nil {
+		if err != nil {
+			c.beginFailed(err)
+		}
+		err = c.retry(ctx, beginOp, err, func(ctx context.Context) error {
+			var err error
+			if itx, err = c.begin(ctx, opts); err != nil {
+				c.beginFailed(err)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	c.inTx = true
+	return &tx{c: c, inner: itx}, nil
+}
+
+var beginOp = Idempotent("begin")
+
+// beginFailed drops the session after a BEGIN that may have run.
+func (c *conn) beginFailed(err error) {
+	if ph := c.c.p.Classify(err).Phase; ph != NotSent && ph != NotApplied {
+		c.broken = true
+	}
+}
+
+func (c *conn) begin(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if c.beginner != nil {
+		return c.beginner.BeginTx(ctx, opts)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return c.inner.Begin() //nolint:staticcheck // the fallback database/sql uses
+}
+
+// ping pings the inner connection, retried with a reconnect when the
+// connection is unusable.
+func (c *conn) ping(ctx context.Context) error {
+	c.finishQuery()
+	p := c.c.p
+	if c.inTx {
+		return c.failed(c.pinger.Ping(ctx))
+	}
+	var err error
+	if p.fast() && !c.broken {
+		if err = c.pinger.Ping(ctx); err == nil {
+			return nil
+		}
+	}
+	return c.retry(ctx, pingOp, err, func(ctx context.Context) error { return c.pinger.Ping(ctx) })
+}
+
+var pingOp = Idempotent("ping")
+
+// resetSession resets the inner session before database/sql reuses the
+// connection. When the inner connection reports itself bad, it is replaced
+// underneath (one connect attempt); only if that fails is driver.ErrBadConn
+// returned, so the pool drops this connection.
+func (c *conn) resetSession(ctx context.Context) error {
+	c.finishQuery()
+	c.inTx = false
+	if !c.broken && c.inner != nil {
+		err := c.resetter.ResetSession(ctx)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, driver.ErrBadConn) {
+			return err
+		}
+		c.broken = true
+	}
+	if err := c.ready(ctx); err != nil {
+		return driver.ErrBadConn
+	}
+	return nil
+}
+
+// tx tracks the end of a transaction.
+type tx struct {
+	c     *conn
+	inner driver.Tx
+}
+
+func (t *tx) Commit() error {
+	t.c.inTx = false
+	if err := t.inner.Commit(); err != nil {
+		return t.c.failed(err)
+	}
+	return nil
+}
+
+func (t *tx) Rollback() error {
+	t.c.inTx = false
+	if err := t.inner.Rollback(); err != nil {
+		return t.c.failed(err)
+	}
+	return nil
+}
+
+// namedToValues is database/sql's namedValueToValue.
+func namedToValues(named []driver.NamedValue) ([]driver.Value, error) {
+	dargs := make([]driver.Value, len(named))
+	for n, param := range named {
+		if len(param.Name) > 0 {
+			return nil, errors.New("sql: driver does not support the use of Named Parameters")
+		}
+		dargs[n] = param.Value
+	}
+	return dargs, nil
+}

@@ -1,0 +1,197 @@
+package sqlretry
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"io"
+)
+
+// ConnectorOptions holds the optional settings of [ConnectorWith].
+type ConnectorOptions struct {
+	// SessionInit, if set, runs on every connection the Connector opens,
+	// before database/sql sees it: the first connect, and every reconnect
+	// the Connector makes underneath a connection whose session was lost.
+	// Use it to re-apply session state (SET search_path, SET TIME ZONE,
+	// PRAGMA busy_timeout, session variables). An error from it fails that
+	// connect attempt, classified like any connect error; the connection is
+	// closed.
+	SessionInit func(ctx context.Context, conn driver.Conn) error
+}
+
+// Connector returns a driver.Connector that opens inner's connections under
+// p, for use with sql.OpenDB. It is [ConnectorWith] with no options.
+func Connector(inner driver.Connector, p *Policy) driver.Connector {
+	return ConnectorWith(inner, p, ConnectorOptions{})
+}
+
+// ConnectorWith returns a driver.Connector that makes database/sql code
+// survive transient failures unchanged:
+//
+//   - Connecting is retried under Config.ConnectSchedule, or the Policy's
+//     own rules without one. Authentication failures are not retried: the
+//     classifiers mark them permanent.
+//   - A statement outside an explicit transaction (ExecContext,
+//     QueryContext, a prepared statement's Exec and Query, and so
+//     db.QueryRowContext(...).Scan) is retried under the Policy: after a
+//     failure of phase NotSent or NotApplied any statement; after one of
+//     phase Unknown only a statement [IsReadOnly] finds read-only, or one
+//     the Policy's Schedule consents to replay ([StatementConsent]). Others
+//     fail with an error matching [ErrAmbiguous]. An error raised while
+//     rows are already being read is returned, not retried.
+//   - When a failure left the connection unusable, the statement is retried
+//     on a new connection opened underneath, with its prepared statements
+//     prepared again there, rather than by handing driver.ErrBadConn to
+//     database/sql, whose own loop would retry without backoff. An error
+//     the Connector returns never matches driver.ErrBadConn for that
+//     reason; a connection it could not repair reports itself invalid
+//     (driver.Validator), so the pool drops it.
+//   - Inside an explicit transaction nothing is retried statement by
+//     statement: use [RunTx] to retry the whole transaction.
+//
+// Session state is lost when a connection is replaced underneath: settings
+// made with SET, temporary tables, session variables, advisory locks held by
+// a *sql.Conn. Re-apply settings with ConnectorOptions.SessionInit; code that
+// depends on locks or temporary tables must run in a transaction.
+//
+// Every optional interface of database/sql/driver that inner's connections,
+// statements and rows implement is forwarded, and none they lack is
+// advertised, except where the interface documents driver.ErrSkip as
+// "continue as if unimplemented" (ExecerContext, QueryerContext,
+// NamedValueChecker), where database/sql's own fallback is reproduced
+// exactly (ConnPrepareContext, ConnBeginTx, StmtExecContext,
+// StmtQueryContext), and driver.Validator, which the Connector always
+// implements so the pool drops a connection it could not repair. Rows are
+// returned unwrapped.
+//
+// For github.com/lib/pq, whose driver.ErrBadConn does not prove a command
+// unsent (lib/pq#939), ErrBadConn from a statement or a COMMIT is read as a
+// lost connection with an unknown outcome. The driver is recognised by its
+// package path, without an import.
+//
+// The Connector is safe for concurrent use; it implements io.Closer when
+// inner does.
+func ConnectorWith(inner driver.Connector, p *Policy, o ConnectorOptions) driver.Connector {
+	c := &connector{inner: inner, p: p, o: o}
+	c.pq = isLibPQ(inner) || isLibPQ(inner.Driver())
+	if cl, ok := inner.(io.Closer); ok {
+		return &closingConnector{c, cl}
+	}
+	return c
+}
+
+// Open opens a database/sql handle on the driver registered as driverName,
+// with every connection under p: through the driver's
+// driver.DriverContext when it implements it, else through a connector that
+// calls its Open with dsn. Like sql.Open, it does not connect.
+func Open(driverName, dsn string, p *Policy) (*sql.DB, error) {
+	probe, err := sql.Open(driverName, dsn)
+	if err != nil {
+		return nil, err
+	}
+	d := probe.Driver()
+	_ = probe.Close()
+	var inner driver.Connector
+	if dc, ok := d.(driver.DriverContext); ok {
+		if inner, err = dc.OpenConnector(dsn); err != nil {
+			return nil, err
+		}
+	} else {
+		inner = dsnConnector{dsn: dsn, d: d}
+	}
+	return sql.OpenDB(Connector(inner, p)), nil
+}
+
+// dsnConnector is database/sql's connector for a driver without
+// DriverContext.
+type dsnConnector struct {
+	dsn string
+	d   driver.Driver
+}
+
+func (c dsnConnector) Connect(context.Context) (driver.Conn, error) { return c.d.Open(c.dsn) }
+func (c dsnConnector) Driver() driver.Driver                        { return c.d }
+
+type connector struct {
+	inner driver.Connector
+	p     *Policy
+	o     ConnectorOptions
+	pq    bool
+}
+
+type closingConnector struct {
+	*connector
+	cl io.Closer
+}
+
+// Close closes the inner connector.
+func (c *closingConnector) Close() error { return c.cl.Close() }
+
+var connectOp = Idempotent("connect")
+
+// Connect opens a connection, retrying under the connect schedule.
+func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
+	var ic driver.Conn
+	err := c.p.run(ctx, connectOp, func(ctx context.Context) error {
+		var err error
+		ic, err = c.connectOnce(ctx)
+		return err
+	}, nil, c.p.connSchedule)
+	if err != nil {
+		return nil, hideBadConn(err)
+	}
+	return c.wrap(ic), nil
+}
+
+// connectOnce opens one inner connection and runs SessionInit on it.
+func (c *connector) connectOnce(ctx context.Context) (driver.Conn, error) {
+	ic, err := c.inner.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if c.o.SessionInit != nil {
+		if err := c.o.SessionInit(ctx, ic); err != nil {
+			_ = ic.Close()
+			return nil, err
+		}
+	}
+	return ic, nil
+}
+
+// Driver returns a driver whose Open opens inner's driver connections
+// under the Policy.
+func (c *connector) Driver() driver.Driver { return wrapDriver{c} }
+
+type wrapDriver struct{ c *connector }
+
+// Open opens a connection of the inner driver by name, under the Policy.
+func (d wrapDriver) Open(name string) (driver.Conn, error) {
+	inner := d.c.inner.Driver()
+	dc := &connector{inner: dsnConnector{dsn: name, d: inner}, p: d.c.p, o: d.c.o, pq: d.c.pq}
+	return dc.Connect(context.Background())
+}
+
+func (d wrapDriver) innerDriver() any { return d.c.inner.Driver() }
+
+// hideBadConn returns err, changed so that it does not match
+// driver.ErrBadConn if it did: database/sql would retry it again, without
+// backoff, on top of the Policy's retries.
+func hideBadConn(err error) error {
+	if err == nil || !errors.Is(err, driver.ErrBadConn) {
+		return err
+	}
+	var re *Error
+	if errors.As(err, &re) {
+		cp := *re
+		cp.Err = hideBadConn(re.Err)
+		return &cp
+	}
+	return &badConnError{msg: err.Error()}
+}
+
+// badConnError stands for an error that matched driver.ErrBadConn after the
+// Policy's retries were spent.
+type badConnError struct{ msg string }
+
+func (e *badConnError) Error() string { return e.msg }

@@ -1,0 +1,199 @@
+package sqlretry
+
+import (
+	"context"
+	"database/sql/driver"
+)
+
+// stmt wraps a prepared statement. Outside a transaction its Exec and Query
+// are retried like the connection's, and when the connection was replaced
+// underneath, the statement is prepared again on the new one.
+//
+// stmt implements driver.Stmt, StmtExecContext, StmtQueryContext and
+// NamedValueChecker; stmtCC adds ColumnConverter when the inner statement
+// has it.
+type stmt struct {
+	c     *conn
+	query string
+	inner driver.Stmt
+	gen   uint64 // the connection generation inner was prepared on
+
+	execer  driver.StmtExecContext
+	queryer driver.StmtQueryContext
+	checker driver.NamedValueChecker
+}
+
+type stmtCC struct{ *stmt } // + ColumnConverter
+
+// ColumnConverter forwards to the inner statement.
+func (s stmtCC) ColumnConverter(idx int) driver.ValueConverter {
+	if cc, ok := s.inner.(driver.ColumnConverter); ok { //nolint:staticcheck // forwarded for drivers that still use it
+		return cc.ColumnConverter(idx)
+	}
+	return driver.DefaultParameterConverter
+}
+
+func newStmt(c *conn, query string, si driver.Stmt) driver.Stmt {
+	s := &stmt{c: c, query: query, gen: c.gen}
+	s.setInner(si)
+	if _, ok := si.(driver.ColumnConverter); ok { //nolint:staticcheck
+		return stmtCC{s}
+	}
+	return s
+}
+
+func (s *stmt) setInner(si driver.Stmt) {
+	s.inner = si
+	s.execer, _ = si.(driver.StmtExecContext)
+	s.queryer, _ = si.(driver.StmtQueryContext)
+	s.checker, _ = si.(driver.NamedValueChecker)
+}
+
+// Close closes the inner statement.
+func (s *stmt) Close() error { return s.inner.Close() }
+
+// NumInput forwards to the inner statement.
+func (s *stmt) NumInput() int { return s.inner.NumInput() }
+
+// Exec is the pre-context entry point; database/sql calls ExecContext.
+func (s *stmt) Exec(args []driver.Value) (driver.Result, error) {
+	return s.ExecContext(context.Background(), valuesToNamedArgs(args))
+}
+
+// Query is the pre-context entry point; database/sql calls QueryContext.
+func (s *stmt) Query(args []driver.Value) (driver.Rows, error) {
+	return s.QueryContext(context.Background(), valuesToNamedArgs(args))
+}
+
+// CheckNamedValue forwards to the inner statement, else to the inner
+// connection (database/sql consults the statement's checker before the
+// connection's), else returns driver.ErrSkip.
+func (s *stmt) CheckNamedValue(nv *driver.NamedValue) error {
+	if s.checker != nil {
+		return s.checker.CheckNamedValue(nv)
+	}
+	return s.c.CheckNamedValue(nv)
+}
+
+// reprepare prepares the statement again if the connection was replaced
+// since it was last prepared.
+func (s *stmt) reprepare(ctx context.Context) error {
+	if s.gen == s.c.gen {
+		return nil
+	}
+	si, err := s.c.prepare(ctx, s.query)
+	if err != nil {
+		return s.c.notSent(err)
+	}
+	_ = s.inner.Close() // it belonged to the lost connection
+	s.setInner(si)
+	s.gen = s.c.gen
+	return nil
+}
+
+// ExecContext executes the statement, retried outside a transaction.
+func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	c := s.c
+	c.finishQuery()
+	if c.inTx {
+		if err := s.reprepare(ctx); err != nil {
+			return nil, c.failed(err)
+		}
+		r, err := s.exec(ctx, args)
+		return r, c.failed(err)
+	}
+	p := c.c.p
+	p.countCall()
+	var (
+		r   driver.Result
+		err error
+	)
+	if p.fast() && !c.broken && s.gen == c.gen {
+		if r, err = s.exec(ctx, args); err == nil {
+			p.succeeded(false)
+			return r, nil
+		}
+	}
+	err = c.retry(ctx, c.c.stmtOp(s.query), err, func(ctx context.Context) error {
+		if err := s.reprepare(ctx); err != nil {
+			return err
+		}
+		var err error
+		r, err = s.exec(ctx, args)
+		return err
+	})
+	return r, err
+}
+
+// QueryContext runs the statement's query, retried outside a transaction
+// until its rows are returned.
+func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	c := s.c
+	c.finishQuery()
+	if c.inTx {
+		if err := s.reprepare(ctx); err != nil {
+			return nil, c.failed(err)
+		}
+		rows, err := s.queryOnce(ctx, args)
+		return rows, c.failed(err)
+	}
+	p := c.c.p
+	p.countCall()
+	var (
+		rows driver.Rows
+		err  error
+	)
+	if p.fast() && !c.broken && s.gen == c.gen {
+		if rows, err = s.queryOnce(ctx, args); err == nil {
+			p.succeeded(false)
+			return rows, nil
+		}
+	}
+	err = c.retry(ctx, c.c.stmtOp(s.query), err, c.timed(ctx, func(ctx context.Context) error {
+		if err := s.reprepare(ctx); err != nil {
+			return err
+		}
+		var err error
+		rows, err = s.queryOnce(ctx, args)
+		return err
+	}))
+	return rows, err
+}
+
+// exec is database/sql's ctxDriverStmtExec.
+func (s *stmt) exec(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	if s.execer != nil {
+		return s.execer.ExecContext(ctx, args)
+	}
+	dargs, err := namedToValues(args)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return s.inner.Exec(dargs) //nolint:staticcheck // the fallback database/sql uses
+}
+
+// queryOnce is database/sql's ctxDriverStmtQuery.
+func (s *stmt) queryOnce(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	if s.queryer != nil {
+		return s.queryer.QueryContext(ctx, args)
+	}
+	dargs, err := namedToValues(args)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return s.inner.Query(dargs) //nolint:staticcheck
+}
+
+func valuesToNamedArgs(args []driver.Value) []driver.NamedValue {
+	nv := make([]driver.NamedValue, len(args))
+	for i, a := range args {
+		nv[i] = driver.NamedValue{Ordinal: i + 1, Value: a}
+	}
+	return nv
+}
