@@ -1,0 +1,368 @@
+package sqlretry_test
+
+// The database/sql wrapper end to end against a pretend SQL Server: the
+// unmodified go-mssqldb driver talks TDS to internal/tdstest, which drops
+// connections and loses replies on cue and counts what arrived, so each test
+// can assert whether a statement or a transaction was replayed.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	msdriver "github.com/microsoft/go-mssqldb"
+
+	"github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/internal/tdstest"
+	"github.com/sqlretry/sqlretry/mssql"
+)
+
+// tdsPolicy is a Policy with the SQL Server classifier and waits short
+// enough not to matter.
+func tdsPolicy(t *testing.T, c sqlretry.Config) *sqlretry.Policy {
+	t.Helper()
+	c.Classifier = mssql.Classifier
+	if c.BaseDelay == 0 {
+		c.BaseDelay = time.Millisecond
+	}
+	c.MaxDelay = c.BaseDelay
+	c.Jitter = sqlretry.NoJitter
+	if c.Budget == nil {
+		c.Budget = sqlretry.NoBudget
+	}
+	p, err := sqlretry.New(c)
+	if err != nil {
+		t.Fatalf("sqlretry.New: %v", err)
+	}
+	return p
+}
+
+// tdsDB opens srv through go-mssqldb wrapped in sqlretry.Connector.
+func tdsDB(t *testing.T, srv *tdstest.Server, p *sqlretry.Policy) *sql.DB {
+	t.Helper()
+	c, err := msdriver.NewConnector(srv.DSN())
+	if err != nil {
+		t.Fatalf("NewConnector: %v", err)
+	}
+	db := sql.OpenDB(sqlretry.Connector(c, p))
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func tdsCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestTDSStatementDroppedAfterSendIsNotReplayed(t *testing.T) {
+	for _, f := range []tdstest.Fault{tdstest.Drop, tdstest.DropAfterApply, tdstest.Reset} {
+		t.Run(f.String(), func(t *testing.T) {
+			srv := tdstest.Start(t, tdstest.Script{Rules: []tdstest.Rule{
+				{Match: "UPDATE", Times: 1, Reply: tdstest.Faulty(f)},
+				{Match: "UPDATE", Reply: tdstest.Affected(1)},
+			}})
+			p := tdsPolicy(t, sqlretry.Config{})
+			db := tdsDB(t, srv, p)
+			_, err := db.ExecContext(tdsCtx(t), "UPDATE accounts SET balance = balance - 10 WHERE id = @p1", 7)
+			if !errors.Is(err, sqlretry.ErrAmbiguous) {
+				t.Fatalf("Exec: got %v, want an error matching ErrAmbiguous", err)
+			}
+			if got := srv.Count(tdstest.Statement, "UPDATE"); got != 1 {
+				t.Errorf("UPDATEs received: got %d, want 1 (no replay)", got)
+			}
+			want := 0
+			if f == tdstest.DropAfterApply {
+				want = 1
+			}
+			if got := srv.Applied("UPDATE"); got != want {
+				t.Errorf("UPDATEs applied: got %d, want %d", got, want)
+			}
+		})
+	}
+}
+
+func TestTDSReadDroppedAfterSendIsReplayed(t *testing.T) {
+	srv := tdstest.Start(t, tdstest.Script{Rules: []tdstest.Rule{
+		{Match: "SELECT", Times: 1, Reply: tdstest.Faulty(tdstest.Drop)},
+		{Match: "SELECT", Reply: tdstest.Scalar(42)},
+	}})
+	db := tdsDB(t, srv, tdsPolicy(t, sqlretry.Config{}))
+	var n int
+	if err := db.QueryRowContext(tdsCtx(t), "SELECT balance FROM accounts WHERE id = 7").Scan(&n); err != nil {
+		t.Fatalf("QueryRow: %v", err)
+	}
+	if n != 42 {
+		t.Errorf("value: got %d, want 42", n)
+	}
+	if got := srv.Count(tdstest.Statement, "SELECT"); got != 2 {
+		t.Errorf("SELECTs received: got %d, want 2 (a read is replayed)", got)
+	}
+}
+
+func TestTDSStatementDroppedBeforeSendIsReplayed(t *testing.T) {
+	srv := tdstest.Start(t, tdstest.Script{Rules: []tdstest.Rule{
+		{Match: "UPDATE", Reply: tdstest.Affected(1)},
+	}})
+	p := tdsPolicy(t, sqlretry.Config{})
+	db := tdsDB(t, srv, p)
+	db.SetMaxOpenConns(1)
+	ctx := tdsCtx(t)
+	if err := db.PingContext(ctx); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	if got := srv.DropIdle(); got != 1 {
+		t.Fatalf("DropIdle: got %d, want 1", got)
+	}
+	res, err := db.ExecContext(ctx, "UPDATE accounts SET balance = balance - 10 WHERE id = @p1", 7)
+	if err != nil {
+		t.Fatalf("Exec: got %v, want success on a new connection", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		t.Errorf("RowsAffected: got %d, want 1", n)
+	}
+	if got := srv.Count(tdstest.Statement, "UPDATE"); got != 1 {
+		t.Errorf("UPDATEs received: got %d, want 1", got)
+	}
+	if got := srv.Connections(); got != 2 {
+		t.Errorf("connections: got %d, want 2 (the dropped one and its replacement)", got)
+	}
+	if st := p.Stats(); st.Retries != 1 {
+		t.Errorf("Policy retries: got %d, want 1", st.Retries)
+	}
+}
+
+func TestTDSDeadlockedStatementIsReplayed(t *testing.T) {
+	srv := tdstest.Start(t, tdstest.Script{Rules: []tdstest.Rule{
+		{Match: "UPDATE", Times: 2, Reply: tdstest.Deadlock()},
+		{Match: "UPDATE", Reply: tdstest.Affected(1)},
+	}})
+	db := tdsDB(t, srv, tdsPolicy(t, sqlretry.Config{}))
+	if _, err := db.ExecContext(tdsCtx(t), "UPDATE accounts SET balance = 0"); err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	if got, want := srv.Count(tdstest.Statement, "UPDATE"), 3; got != want {
+		t.Errorf("UPDATEs received: got %d, want %d", got, want)
+	}
+	if got := srv.Applied("UPDATE"); got != 1 {
+		t.Errorf("UPDATEs applied: got %d, want 1", got)
+	}
+}
+
+func TestTDSPermanentErrorIsNotReplayed(t *testing.T) {
+	srv := tdstest.Start(t, tdstest.Script{Rules: []tdstest.Rule{
+		{Match: "INSERT", Reply: tdstest.Fail(2627, 14, "Violation of PRIMARY KEY constraint 'pk_t'.")},
+	}})
+	db := tdsDB(t, srv, tdsPolicy(t, sqlretry.Config{}))
+	_, err := db.ExecContext(tdsCtx(t), "INSERT INTO t VALUES (1)")
+	var me msdriver.Error
+	if !errors.As(err, &me) || me.Number != 2627 {
+		t.Fatalf("Exec: got %v, want mssql.Error 2627", err)
+	}
+	if got := srv.Count(tdstest.Statement, "INSERT"); got != 1 {
+		t.Errorf("INSERTs received: got %d, want 1", got)
+	}
+}
+
+// insertTx is a transaction function that inserts one row.
+func insertTx(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, "INSERT INTO orders (id) VALUES (@p1)", 1)
+	return err
+}
+
+func TestTDSCommitReplyLostIsAmbiguousWithoutVerify(t *testing.T) {
+	for _, f := range []tdstest.Fault{tdstest.Drop, tdstest.DropAfterApply} {
+		t.Run(f.String(), func(t *testing.T) {
+			srv := tdstest.Start(t, tdstest.Script{Rules: []tdstest.Rule{
+				{Kind: tdstest.Commit, Times: 1, Reply: tdstest.Faulty(f)},
+			}})
+			p := tdsPolicy(t, sqlretry.Config{})
+			db := tdsDB(t, srv, p)
+			err := sqlretry.RunTx(tdsCtx(t), db, p, sqlretry.Write("place-order", nil), nil, insertTx)
+			if !errors.Is(err, sqlretry.ErrAmbiguous) {
+				t.Fatalf("RunTx: got %v, want an error matching ErrAmbiguous", err)
+			}
+			if got := srv.Count(tdstest.Commit, ""); got != 1 {
+				t.Errorf("COMMITs received: got %d, want 1 (never replayed)", got)
+			}
+			if got := srv.Count(tdstest.Statement, "INSERT"); got != 1 {
+				t.Errorf("INSERTs received: got %d, want 1", got)
+			}
+		})
+	}
+}
+
+func TestTDSCommitReplyLostIsVerified(t *testing.T) {
+	for _, tc := range []struct {
+		fault       tdstest.Fault
+		wantInserts int // INSERTs received: 2 when verify said "not applied" and the transaction ran again
+	}{
+		{tdstest.DropAfterApply, 1},
+		{tdstest.Drop, 2},
+	} {
+		t.Run(tc.fault.String(), func(t *testing.T) {
+			srv := tdstest.Start(t, tdstest.Script{
+				Rules: []tdstest.Rule{{Kind: tdstest.Commit, Times: 1, Reply: tdstest.Faulty(tc.fault)}},
+				Func: func(r tdstest.Request) tdstest.Reply {
+					if matchPrefix(r.SQL, "SELECT COUNT") {
+						return tdstest.Scalar(r.Server().Applied("INSERT INTO orders"))
+					}
+					return tdstest.Affected(1)
+				},
+			})
+			p := tdsPolicy(t, sqlretry.Config{})
+			db := tdsDB(t, srv, p)
+			var verifies atomic.Int32
+			verify := func(ctx context.Context) (bool, error) {
+				verifies.Add(1)
+				var n int
+				err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM orders WHERE id = 1").Scan(&n)
+				return n > 0, err
+			}
+			if err := sqlretry.RunTx(tdsCtx(t), db, p, sqlretry.Write("place-order", verify), nil, insertTx); err != nil {
+				t.Fatalf("RunTx: %v", err)
+			}
+			if got := verifies.Load(); got != 1 {
+				t.Errorf("verify calls: got %d, want 1", got)
+			}
+			if got := srv.Count(tdstest.Statement, "INSERT"); got != tc.wantInserts {
+				t.Errorf("INSERTs received: got %d, want %d", got, tc.wantInserts)
+			}
+			if got := srv.Committed(); got != 1 {
+				t.Errorf("transactions committed: got %d, want exactly 1", got)
+			}
+			if got := srv.Applied("INSERT"); got != 1 {
+				t.Errorf("INSERTs applied: got %d, want exactly 1", got)
+			}
+		})
+	}
+}
+
+func TestTDSCommitNotSentIsNotCommitted(t *testing.T) {
+	srv := tdstest.Start(t, tdstest.Script{})
+	p := tdsPolicy(t, sqlretry.Config{})
+	db := tdsDB(t, srv, p)
+	var attempts atomic.Int32
+	err := sqlretry.RunTx(tdsCtx(t), db, p, sqlretry.Write("place-order", nil), nil, func(ctx context.Context, tx *sql.Tx) error {
+		if err := insertTx(ctx, tx); err != nil {
+			return err
+		}
+		if attempts.Add(1) == 1 {
+			// The connection dies while idle, before COMMIT: go-mssqldb
+			// fails to send it and returns an mssql.RetryableError.
+			if got := srv.DropIdle(); got != 1 {
+				t.Errorf("DropIdle: got %d, want 1", got)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("RunTx: got %v, want success: a COMMIT that was never sent means not committed, so the transaction runs again", err)
+	}
+	if got := attempts.Load(); got != 2 {
+		t.Errorf("transaction attempts: got %d, want 2", got)
+	}
+	if got := srv.Count(tdstest.Commit, ""); got != 1 {
+		t.Errorf("COMMITs received: got %d, want 1 (the first never left the client)", got)
+	}
+	txs := srv.Transactions()
+	if len(txs) != 2 || txs[0].Outcome != tdstest.TxRolledBack || txs[0].CommitSeen || txs[1].Outcome != tdstest.TxCommitted {
+		t.Errorf("transactions: got %+v, want the first rolled back without a COMMIT, the second committed", txs)
+	}
+}
+
+func TestTDSDeadlockInTransactionRetriesTheWholeTransaction(t *testing.T) {
+	srv := tdstest.Start(t, tdstest.Script{Rules: []tdstest.Rule{
+		{Match: "UPDATE", Times: 1, Reply: tdstest.Deadlock()},
+	}})
+	p := tdsPolicy(t, sqlretry.Config{})
+	db := tdsDB(t, srv, p)
+	err := sqlretry.RunTx(tdsCtx(t), db, p, sqlretry.Write("transfer", nil), nil, func(ctx context.Context, tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO ledger VALUES (1)"); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, "UPDATE accounts SET balance = 0")
+		return err
+	})
+	if err != nil {
+		t.Fatalf("RunTx: %v", err)
+	}
+	if got := srv.Count(tdstest.Statement, "INSERT"); got != 2 {
+		t.Errorf("INSERTs received: got %d, want 2 (the whole transaction ran again)", got)
+	}
+	txs := srv.Transactions()
+	if len(txs) != 2 || txs[0].Reason != "error 1205" || txs[1].Outcome != tdstest.TxCommitted || len(txs[1].Statements) != 2 {
+		t.Errorf("transactions: got %+v, want one rolled back by 1205 and one committed with 2 statements", txs)
+	}
+	if got := srv.Applied("INSERT"); got != 1 {
+		t.Errorf("INSERTs applied: got %d, want 1", got)
+	}
+}
+
+func TestTDSConnectRetriesTransientLoginErrors(t *testing.T) {
+	for _, tc := range []struct {
+		number     int32
+		class      uint8
+		wantLogins int
+		wantErr    bool
+	}{
+		{4060, 11, 2, false},
+		{40613, 17, 2, false},
+		{18456, 14, 1, true},
+	} {
+		srv := tdstest.Start(t, tdstest.Script{Rules: []tdstest.Rule{
+			{Kind: tdstest.Login, Times: 1, Reply: tdstest.Fail(tc.number, tc.class, "login refused")},
+		}})
+		db := tdsDB(t, srv, tdsPolicy(t, sqlretry.Config{}))
+		err := db.PingContext(tdsCtx(t))
+		if (err != nil) != tc.wantErr {
+			t.Errorf("login error %d: Ping got %v, want error %v", tc.number, err, tc.wantErr)
+		}
+		if got := srv.Count(tdstest.Login, ""); got != tc.wantLogins {
+			t.Errorf("login error %d: logins got %d, want %d", tc.number, got, tc.wantLogins)
+		}
+	}
+}
+
+func TestTDSConnectionDroppedDuringLoginIsRetried(t *testing.T) {
+	for _, kind := range []tdstest.Kind{tdstest.Prelogin, tdstest.Login} {
+		srv := tdstest.Start(t, tdstest.Script{Rules: []tdstest.Rule{
+			{Kind: kind, Times: 1, Reply: tdstest.Faulty(tdstest.Drop)},
+		}})
+		db := tdsDB(t, srv, tdsPolicy(t, sqlretry.Config{}))
+		if _, err := db.ExecContext(tdsCtx(t), "INSERT INTO t VALUES (1)"); err != nil {
+			t.Errorf("drop at %v: Exec: %v", kind, err)
+		}
+		if got := srv.Count(tdstest.Statement, "INSERT"); got != 1 {
+			t.Errorf("drop at %v: INSERTs received: got %d, want 1", kind, got)
+		}
+		if got := srv.Connections(); got != 2 {
+			t.Errorf("drop at %v: connections: got %d, want 2", kind, got)
+		}
+	}
+}
+
+func TestTDSCommandTimeoutOnWriteIsAmbiguous(t *testing.T) {
+	srv := tdstest.Start(t, tdstest.Script{Rules: []tdstest.Rule{
+		{Match: "UPDATE", Times: 1, Reply: tdstest.Faulty(tdstest.Hang)},
+	}})
+	db := tdsDB(t, srv, tdsPolicy(t, sqlretry.Config{CommandTimeout: 100 * time.Millisecond}))
+	_, err := db.ExecContext(tdsCtx(t), "UPDATE t SET x = 1")
+	if !errors.Is(err, sqlretry.ErrAmbiguous) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Exec: got %v, want ErrAmbiguous wrapping the command timeout (the command may have run)", err)
+	}
+	if got := srv.Count(tdstest.Statement, "UPDATE"); got != 1 {
+		t.Errorf("UPDATEs received: got %d, want 1", got)
+	}
+	if got := srv.Count(tdstest.Attention, ""); got != 1 {
+		t.Errorf("attentions received: got %d, want 1 (go-mssqldb cancels the command)", got)
+	}
+}
+
+func matchPrefix(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
