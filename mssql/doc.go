@@ -1,0 +1,49 @@
+// Package mssql classifies SQL Server errors, as go-mssqldb reports them,
+// for sqlretry.
+//
+//	p, err := sqlretry.New(sqlretry.Config{Classifier: mssql.Classifier})
+//
+// It imports no driver: the error number is read through the
+// SQLErrorNumber() method go-mssqldb's mssql.Error exports, the severity
+// through SQLErrorClass(), and go-mssqldb's RetryableError through
+// errors.Is(err, driver.ErrBadConn), which it matches. Anything else goes to
+// [sqlretry.ClassifyNeutral]. The table, with its sources on every block, is
+// in codes.go; [Table] lists it and [Lookup] reads one number.
+//
+// # The table
+//
+// Retryable: the union of EF Core's SqlServerTransientExceptionDetector (176
+// numbers, 203 included although EF Core retries it only with a Win32 inner
+// exception), SqlClient's BaselineTransientErrors and login list, the JDBC
+// driver's built-in connection list (seed 003, which adds 40020 and 40166),
+// and the job queue's list (seed 000, which adds -2): 179 numbers, each with
+// a phase.
+//
+//   - Login-phase numbers (4060, 40613, 233, 64, 997, 10060, 4221, 42108,
+//     42109, 18401, ...) are not sent: nothing ran.
+//   - 1205 (deadlock victim) and other errors the server reports for a
+//     request it refused or rolled back are not applied. 1222 (lock timeout)
+//     aborts only the statement unless XACT_ABORT is ON; in a transaction,
+//     re-run it whole.
+//   - -2 (client timeout), 10053/10054/121 (transport errors), the 40197
+//     failover family (40197, 40143, 40540, 40020, 40166), the assertion
+//     numbers and the errors that say so (3429, 1421, 6292, 35256) are
+//     unknown: the request may have been applied.
+//   - 40501 carries MinDelay 10 s, as the server asks.
+//
+// Never retried: 102, 156, 207, 208, 229, 230, 515, 547, 2601, 2627, 8152,
+// 18456 and the rest of codes.go, and 50000 and above (RAISERROR/THROW).
+// An unlisted number is judged by its severity: 13 is retryable and not
+// applied, 20 and above (the server severed the connection) is not retried
+// with an unknown outcome, the rest is not retried.
+//
+// # RetryableError and Commit
+//
+// go-mssqldb returns RetryableError (which matches driver.ErrBadConn) only
+// when a request failed to be sent, so it is retryable and not sent. From
+// Tx.Commit it means the COMMIT did not reach the server and the server
+// rolls the transaction back when the session dies: not committed, re-run
+// the whole transaction.
+//
+// Classifiers are stateless and safe for concurrent use.
+package mssql

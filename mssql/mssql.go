@@ -1,0 +1,228 @@
+package mssql
+
+import (
+	"cmp"
+	"errors"
+	"reflect"
+	"slices"
+	"strconv"
+
+	sr "github.com/sqlretry/sqlretry"
+)
+
+// Entry is one row of the classification table.
+type Entry struct {
+	// Code is the error number as text: "1205", "-2".
+	Code string
+	// Number is the error number.
+	Number int32
+	// Class is the verdict for the number.
+	Class sr.Class
+	// Source says where the verdict comes from; several lists may agree.
+	Source string
+}
+
+// userDefined is the first number of RAISERROR/THROW's application range.
+const userDefined = 50000
+
+// The behaviour methods go-mssqldb's mssql.Error exports ("so callers can
+// check ... without having to import this package directly").
+type (
+	numberer interface {
+		error
+		SQLErrorNumber() int32
+	}
+	severitier interface{ SQLErrorClass() uint8 }
+)
+
+var (
+	byNumber = map[int32]sr.Class{}
+	rows     []Entry // sorted by Number
+)
+
+func init() {
+	for _, b := range blocks {
+		src := b.sources[0]
+		for _, s := range b.sources[1:] {
+			src += "; " + s
+		}
+		for _, r := range b.rows {
+			code := strconv.Itoa(int(r.n))
+			c := sr.Class{Retryable: b.retryable, Phase: r.phase, Code: code, Reason: r.reason, MinDelay: minDelay[r.n]}
+			if !b.retryable {
+				c.Reason += ": permanent"
+			}
+			if _, dup := byNumber[r.n]; dup {
+				panic("mssql: error number " + code + " listed twice")
+			}
+			byNumber[r.n] = c
+			rows = append(rows, Entry{Code: code, Number: r.n, Class: c, Source: src})
+		}
+	}
+	slices.SortFunc(rows, func(a, b Entry) int { return cmp.Compare(a.Number, b.Number) })
+}
+
+// Classifier is the SQL Server [sr.Classifier] for go-mssqldb: pass it as
+// sqlretry.Config.Classifier. It is safe for concurrent use.
+var Classifier sr.Classifier = sr.ClassifierFunc(Classify)
+
+// Classify gives SQL Server's verdict on err. It reads the error number
+// through the SQLErrorNumber() method go-mssqldb's mssql.Error exports; when
+// the last error the server sent is not retryable it also looks at the
+// earlier ones in mssql.Error.All, as EF Core walks every SqlError. An
+// unlisted number is judged by its severity: 13 (deadlock) is retryable and
+// not applied, 20 and above (fatal, the connection is severed) is not
+// retried with an unknown outcome, the rest is permanent. driver.ErrBadConn,
+// which go-mssqldb's RetryableError matches, is retryable and not sent.
+// Anything else goes to [sr.ClassifyNeutral]. It never panics.
+func Classify(err error) (c sr.Class) {
+	if err == nil {
+		return sr.ClassifyNeutral(nil)
+	}
+	defer func() {
+		if recover() != nil {
+			c = panicked
+		}
+	}()
+	if e, ok := errors.AsType[numberer](err); ok {
+		n := e.SQLErrorNumber()
+		if c, ok := byNumber[n]; ok && c.Retryable {
+			return c
+		}
+		if c, ok := retryableInAll(e); ok {
+			return c
+		}
+		if c, ok := lookupNumber(n); ok {
+			return c
+		}
+		var sev uint8
+		if s, ok := e.(severitier); ok {
+			sev = s.SQLErrorClass()
+		}
+		return bySeverity(n, sev)
+	}
+	c = sr.ClassifyNeutral(err)
+	if c.Code == "bad-conn" {
+		c.Reason = "driver.ErrBadConn (go-mssqldb RetryableError): the request was not sent; from Commit, the transaction was not committed, so re-run it whole"
+	}
+	return c
+}
+
+var panicked = sr.Class{Phase: sr.Unknown, Code: "panic", Reason: "the error's methods panicked while being classified: not retried"}
+
+// lookupNumber finds a listed number, the user-defined range included.
+func lookupNumber(n int32) (sr.Class, bool) {
+	if c, ok := byNumber[n]; ok {
+		return c, true
+	}
+	if n >= userDefined {
+		c := byNumber[userDefined]
+		c.Code = strconv.Itoa(int(n))
+		return c, true
+	}
+	return sr.Class{}, false
+}
+
+// bySeverity judges an unlisted number by the TDS class (severity) it came
+// with (sql-errors.md §2.6: r2dbc-mssql's fallback and the Database Engine
+// error severities page).
+func bySeverity(n int32, sev uint8) sr.Class {
+	code := strconv.Itoa(int(n))
+	switch {
+	case sev == 13:
+		return sr.Class{Retryable: true, Phase: sr.NotApplied, Code: code, Reason: "severity 13, transaction deadlock: the transaction was rolled back; re-run it whole"}
+	case sev >= 20:
+		return sr.Class{Phase: sr.Unknown, Code: code, Reason: "fatal severity: the server severed the connection; in-flight work may have been applied; not retried"}
+	}
+	return sr.Class{Phase: sr.NotApplied, Code: code, Reason: "error number not listed as transient: not retried"}
+}
+
+// retryableInAll looks through mssql.Error.All (every error the server sent,
+// first to last) for a retryable number. It reads the field by reflection so
+// as not to import go-mssqldb, and runs only when the last error is not
+// retryable.
+func retryableInAll(e error) (sr.Class, bool) {
+	v := reflect.ValueOf(e)
+	if v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return sr.Class{}, false
+		}
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return sr.Class{}, false
+	}
+	all := v.FieldByName("All")
+	if !all.IsValid() || all.Kind() != reflect.Slice || all.Len() < 2 {
+		return sr.Class{}, false
+	}
+	for i := 0; i < all.Len(); i++ {
+		el := all.Index(i)
+		if el.Kind() != reflect.Struct {
+			return sr.Class{}, false
+		}
+		num := el.FieldByName("Number")
+		if !num.IsValid() || !num.CanInt() {
+			return sr.Class{}, false
+		}
+		if c, ok := byNumber[int32(num.Int())]; ok && c.Retryable {
+			return c, true
+		}
+	}
+	return sr.Class{}, false
+}
+
+// Lookup returns SQL Server's verdict on a bare error number, as the command
+// sees it: ok is false when the number is not listed (it is then not
+// retryable) or malformed (see [ValidCode]). A bare number carries no
+// severity, so the severity rules of [Classify] do not apply.
+func Lookup(code string) (sr.Class, bool) {
+	n, err := parse(code)
+	if err != nil {
+		return sr.Class{Phase: sr.Unknown, Code: code, Reason: "malformed error number"}, false
+	}
+	if c, ok := lookupNumber(n); ok {
+		return c, true
+	}
+	return sr.Class{Phase: sr.NotApplied, Code: strconv.Itoa(int(n)), Reason: "error number not listed as transient: not retried"}, false
+}
+
+// ValidCode reports why code is not a well-formed SQL Server error number
+// (a decimal int32, optionally negative like SqlClient's -2), or nil.
+func ValidCode(code string) error {
+	_, err := parse(code)
+	return err
+}
+
+func parse(code string) (int32, error) {
+	if code == "" {
+		return 0, errors.New("SQL Server error number is empty; want a number like 1205")
+	}
+	digits := code
+	if digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if digits == "" {
+		return 0, errors.New("SQL Server error number " + quote(code) + " has no digits; want a number like 1205")
+	}
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			return 0, errors.New("SQL Server error number " + quote(code) + " must be decimal digits, optionally after a minus sign, like 1205 or -2")
+		}
+	}
+	n, err := strconv.ParseInt(code, 10, 32)
+	if err != nil {
+		return 0, errors.New("SQL Server error number " + quote(code) + " is out of range (it is an int32)")
+	}
+	return int32(n), nil
+}
+
+func quote(s string) string {
+	if len(s) > 40 {
+		s = s[:40] + "..."
+	}
+	return strconv.Quote(s)
+}
+
+// Table returns the whole table sorted by number: a fresh copy each call.
+func Table() []Entry { return slices.Clone(rows) }
