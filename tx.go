@@ -86,7 +86,7 @@ func RunTxWith(ctx context.Context, db *sql.DB, p *Policy, op Op, c TxConfig, fn
 	if ctx.Value(txKey{}) != nil {
 		return ErrNestedTx
 	}
-	t := &txRun{db: db, c: c, fn: fn, userVerify: op.verify, pq: isLibPQ(db.Driver())}
+	t := &txRun{db: db, p: p, c: c, fn: fn, userVerify: op.verify, pq: isLibPQ(db.Driver())}
 	if op.idempotent {
 		t.c.Verifier = nil // an idempotent transaction is replayed: no need to mark it
 	} else {
@@ -116,6 +116,7 @@ const (
 // fields need no lock.
 type txRun struct {
 	db         *sql.DB
+	p          *Policy
 	c          TxConfig
 	fn         func(ctx context.Context, tx *sql.Tx) error
 	userVerify VerifyFunc
@@ -129,7 +130,14 @@ type txRun struct {
 // attempt runs the transaction once.
 func (t *txRun) attempt(ctx context.Context) error {
 	t.stage, t.mark, t.hasMark = stageBegin, "", false
-	tx, err := t.db.BeginTx(ctx, t.c.Options)
+	// The transaction runs on a pinned connection, so that after a failed
+	// COMMIT RunTx can ask the driver whether the session survived.
+	conn, err := t.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	tx, err := conn.BeginTx(ctx, t.c.Options)
 	if err != nil {
 		return err
 	}
@@ -164,8 +172,28 @@ func (t *txRun) attempt(ctx context.Context) error {
 		t.stage = stageBody
 	case t.pq && errors.Is(err, driver.ErrBadConn):
 		return &ambiguousBadConn{err}
+	case t.p.Classify(err).Phase == NotApplied && sessionEnded(conn):
+		// A rollback the server reports and survives (a serialization
+		// failure, a deadlock, a deferred constraint) proves COMMIT failed.
+		// A session that ended in reply to COMMIT (PostgreSQL 57P01 after
+		// pg_terminate_backend) may have committed first.
+		return &ambiguousBadConn{err}
 	}
 	return err
+}
+
+// sessionEnded reports whether the driver connection under conn reports
+// itself invalid (driver.Validator). Without a Validator it cannot tell,
+// and reports false.
+func sessionEnded(conn *sql.Conn) bool {
+	ended := false
+	_ = conn.Raw(func(dc any) error {
+		if v, ok := dc.(driver.Validator); ok {
+			ended = !v.IsValid()
+		}
+		return nil
+	})
+	return ended
 }
 
 // verify settles an Unknown-phase failure of an attempt for the Policy.
@@ -182,11 +210,13 @@ func (t *txRun) verify(ctx context.Context) (bool, error) {
 	return false, errNoCommitVerifier
 }
 
-// ambiguousBadConn replaces a driver.ErrBadConn that does not prove the
-// command unsent (lib/pq returns it after a send). It does not match
-// driver.ErrBadConn, so database/sql does not replay the command, and it
-// matches net.ErrClosed, so classifiers read it as a lost connection with an
-// unknown outcome.
+// ambiguousBadConn replaces an error that claims the command was not sent
+// or not applied when that claim cannot be trusted: lib/pq's
+// driver.ErrBadConn (lib/pq returns it after a send), or a session that
+// ended in reply to COMMIT. It matches neither driver.ErrBadConn, so
+// database/sql does not replay the command, nor the original error, so the
+// classifier cannot read it as "not applied": it matches net.ErrClosed, a
+// lost connection with an unknown outcome. Its message keeps the original.
 type ambiguousBadConn struct{ err error }
 
 func (e *ambiguousBadConn) Error() string {

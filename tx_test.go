@@ -66,6 +66,9 @@ func TestRunTx(t *testing.T) {
 			faults: []*fault{{op: "exec", err: errLost, kill: true}}, op: Write("t", nil), wantN: 1, wantBegin: 2},
 		{name: "serialization failure at COMMIT is retried",
 			faults: []*fault{{op: "commit", err: errDeadlock}}, op: Write("t", nil), wantN: 1, wantBegin: 2},
+		{name: "rollback reported at COMMIT by a session that ended is ambiguous",
+			faults: []*fault{{op: "commit", err: errDeadlock, apply: true, kill: true}}, op: Write("t", nil),
+			wantErr: ErrAmbiguous, wantN: 1, wantBegin: 1},
 		{name: "ambiguous COMMIT without verify is not replayed",
 			faults: []*fault{{op: "commit", err: errLost, apply: true, kill: true}}, op: Write("t", nil),
 			wantErr: ErrAmbiguous, wantN: 1, wantBegin: 1},
@@ -97,7 +100,7 @@ func TestRunTx(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newFakeServer(tt.faults...)
 			cur = srv
-			db := sql.OpenDB(&fakeConnector{srv})
+			db := sql.OpenDB(&fakeConnector{s: srv})
 			defer db.Close()
 			p := testPolicy(t, Config{MaxRetries: 2})
 			c := TxConfig{}
@@ -127,7 +130,7 @@ func TestRunTx(t *testing.T) {
 
 func TestRunTxFnErrorRollsBack(t *testing.T) {
 	srv := newFakeServer()
-	db := sql.OpenDB(&fakeConnector{srv})
+	db := sql.OpenDB(&fakeConnector{s: srv})
 	defer db.Close()
 	p := testPolicy(t, Config{})
 	mine := errors.New("business rule")
@@ -150,7 +153,7 @@ func TestRunTxFnErrorRollsBack(t *testing.T) {
 
 func TestRunTxNested(t *testing.T) {
 	srv := newFakeServer()
-	db := sql.OpenDB(&fakeConnector{srv})
+	db := sql.OpenDB(&fakeConnector{s: srv})
 	defer db.Close()
 	p := testPolicy(t, Config{Schedule: ScheduleFunc(func(Failure) (Decision, time.Duration) { return Defer, 0 })})
 	calls := 0
@@ -177,7 +180,7 @@ func TestRunTxNested(t *testing.T) {
 
 func TestRunTxPanic(t *testing.T) {
 	srv := newFakeServer()
-	db := sql.OpenDB(&fakeConnector{srv})
+	db := sql.OpenDB(&fakeConnector{s: srv})
 	defer db.Close()
 	p := testPolicy(t, Config{})
 	calls := 0
@@ -212,7 +215,7 @@ func TestRunTxPanic(t *testing.T) {
 
 func TestRunTxCallerCancel(t *testing.T) {
 	srv := newFakeServer()
-	db := sql.OpenDB(&fakeConnector{srv})
+	db := sql.OpenDB(&fakeConnector{s: srv})
 	defer db.Close()
 	p := testPolicy(t, Config{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -236,7 +239,7 @@ func TestRunTxCallerCancel(t *testing.T) {
 
 func TestRunTxCommandTimeoutBeforeCommitIsRetried(t *testing.T) {
 	srv := newFakeServer(&fault{op: "exec", block: true})
-	db := sql.OpenDB(&fakeConnector{srv})
+	db := sql.OpenDB(&fakeConnector{s: srv})
 	defer db.Close()
 	p := testPolicy(t, Config{CommandTimeout: 20 * time.Millisecond})
 	if err := RunTx(context.Background(), db, p, Write("t", nil), nil, addOne); err != nil {
@@ -252,7 +255,7 @@ func TestRunTxCommandTimeoutBeforeCommitIsRetried(t *testing.T) {
 
 func TestRunTxNoVerifierMessage(t *testing.T) {
 	srv := newFakeServer(&fault{op: "commit", err: errLost, apply: true})
-	db := sql.OpenDB(&fakeConnector{srv})
+	db := sql.OpenDB(&fakeConnector{s: srv})
 	defer db.Close()
 	p := testPolicy(t, Config{})
 	err := RunTx(context.Background(), db, p, Write("persist", nil), nil, addOne)
@@ -267,7 +270,7 @@ func TestRunTxNoVerifierMessage(t *testing.T) {
 
 func TestRunTxVerifierErrorIsAmbiguous(t *testing.T) {
 	srv := newFakeServer(&fault{op: "commit", err: errLost, apply: true})
-	db := sql.OpenDB(&fakeConnector{srv})
+	db := sql.OpenDB(&fakeConnector{s: srv})
 	defer db.Close()
 	p := testPolicy(t, Config{})
 	cantTell := errors.New("xid too old")
