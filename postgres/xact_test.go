@@ -1,0 +1,140 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/sqlretry/sqlretry/internal/dbtest"
+)
+
+func TestSettle(t *testing.T) {
+	tests := []struct {
+		status    sql.NullString
+		committed bool
+		again     bool
+		err       error
+	}{
+		{sql.NullString{String: "committed", Valid: true}, true, false, nil},
+		{sql.NullString{String: "aborted", Valid: true}, false, false, nil},
+		{sql.NullString{String: "in progress", Valid: true}, false, true, nil},
+		{sql.NullString{}, false, false, ErrXactTooOld},
+	}
+	for _, tt := range tests {
+		c, a, err := settle(tt.status)
+		if c != tt.committed || a != tt.again || !errors.Is(err, tt.err) {
+			t.Errorf("settle(%v) = %v, %v, %v; want %v, %v, %v", tt.status, c, a, err, tt.committed, tt.again, tt.err)
+		}
+	}
+	if _, _, err := settle(sql.NullString{String: "odd", Valid: true}); err == nil {
+		t.Error("settle(odd) gave no error, want one")
+	}
+}
+
+func openFresh(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("pgx", dbtest.FreshPostgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.Exec("CREATE TABLE t (id int PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func TestCommitVerifierServer(t *testing.T) {
+	db := openFresh(t)
+	ctx := context.Background()
+	v := CommitVerifier{}
+	mark := func(t *testing.T, tx *sql.Tx) string {
+		t.Helper()
+		m, err := v.Mark(ctx, tx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+
+	t.Run("committed", func(t *testing.T) {
+		tx, _ := db.BeginTx(ctx, nil)
+		tx.Exec("INSERT INTO t VALUES (1)")
+		m := mark(t, tx)
+		if m == "" {
+			t.Fatal("got an empty mark for a transaction that wrote")
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := v.Committed(ctx, db, m); !ok || err != nil {
+			t.Errorf("got %v, %v; want true, nil", ok, err)
+		}
+	})
+	t.Run("aborted", func(t *testing.T) {
+		tx, _ := db.BeginTx(ctx, nil)
+		tx.Exec("INSERT INTO t VALUES (2)")
+		m := mark(t, tx)
+		tx.Rollback()
+		if ok, err := v.Committed(ctx, db, m); ok || err != nil {
+			t.Errorf("got %v, %v; want false, nil", ok, err)
+		}
+	})
+	t.Run("read-only has no id and counts as applied", func(t *testing.T) {
+		tx, _ := db.BeginTx(ctx, nil)
+		var n int
+		tx.QueryRow("SELECT count(*) FROM t").Scan(&n)
+		m := mark(t, tx)
+		tx.Rollback()
+		if m != "" {
+			t.Errorf("got mark %q, want none (no transaction id assigned)", m)
+		}
+		if ok, err := v.Committed(ctx, db, m); !ok || err != nil {
+			t.Errorf("got %v, %v; want true, nil", ok, err)
+		}
+	})
+	t.Run("in progress, then committed", func(t *testing.T) {
+		tx, _ := db.BeginTx(ctx, nil)
+		tx.Exec("INSERT INTO t VALUES (3)")
+		m := mark(t, tx)
+		sleeps := 0
+		w := CommitVerifier{sleep: func(ctx context.Context, d time.Duration) error {
+			sleeps++
+			if sleeps == 1 {
+				return tx.Commit()
+			}
+			return nil
+		}}
+		if ok, err := w.Committed(ctx, db, m); !ok || err != nil {
+			t.Errorf("got %v, %v; want true, nil", ok, err)
+		}
+		if sleeps != 1 {
+			t.Errorf("got %d pauses, want 1", sleeps)
+		}
+	})
+	t.Run("in progress beyond MaxWait", func(t *testing.T) {
+		tx, _ := db.BeginTx(ctx, nil)
+		defer tx.Rollback()
+		tx.Exec("INSERT INTO t VALUES (4)")
+		m := mark(t, tx)
+		var waits []time.Duration
+		w := CommitVerifier{MaxWait: 100 * time.Millisecond, Interval: 20 * time.Millisecond,
+			sleep: func(ctx context.Context, d time.Duration) error { waits = append(waits, d); return nil }}
+		if ok, err := w.Committed(ctx, db, m); ok || !errors.Is(err, ErrXactInProgress) {
+			t.Errorf("got %v, %v; want false, ErrXactInProgress", ok, err)
+		}
+		want := []time.Duration{20 * time.Millisecond, 40 * time.Millisecond, 40 * time.Millisecond}
+		if len(waits) != len(want) {
+			t.Fatalf("got pauses %v, want %v", waits, want)
+		}
+		for i := range want {
+			if waits[i] != want[i] {
+				t.Errorf("got pauses %v, want %v", waits, want)
+				break
+			}
+		}
+	})
+}
