@@ -358,9 +358,9 @@ func parseFilter(sp span, rule int) ([]string, error) {
 		}
 		for i := 0; i < len(it.text); i++ {
 			c := it.text[i]
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || i > 0 && c >= '0' && c <= '9') {
 				return nil, &Error{Key: KeyInvalidRuleFormat, Rule: rule, Token: it.text, Pos: it.pos,
-					Msg: "a filter item is a keyword (letters, digits, _)"}
+					Msg: "a filter item is a keyword (a letter or _, then letters, digits, _)"}
 			}
 		}
 		w := strings.ToLower(it.text)
