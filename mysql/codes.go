@@ -1,0 +1,101 @@
+package mysql
+
+import (
+	sr "github.com/sqlretry/sqlretry"
+)
+
+// Sources cited by the table. Section numbers point into the project's
+// reference notes (shared/reference/sql-errors.md), which quote each source.
+const (
+	srcMySqlConnector = "MySqlConnector MySqlException.IsTransient, mysql-net/MySqlConnector@61366757 (sql-errors.md §4.1)"
+	srcInnoDB         = "MySQL manual, InnoDB Error Handling, 8.4/9.x (sql-errors.md §4.4)"
+	srcSuggested      = "MySqlConnector MySqlErrorCode.g.cs names; suggested extras, sql-errors.md §4.3 and §8.5"
+	srcConnLoss       = "connection-loss codes, sql-errors.md §4.3 and §8.5 (MySqlConnector MySqlErrorCode.g.cs; 1927 MariaDB; 2006/2013 libmysqlclient client codes)"
+	srcReadOnly       = "go-sql-driver/mysql v1.10.1 packets.go rejectReadOnly and README (sql-errors.md §4.2)"
+	srcTimeouts       = "sql-errors.md §4.3: 1317, 3024, 1969 are not transient by default"
+	srcPermanent      = "sql-errors.md §7.3 (MySqlConnector MySqlErrorCode.g.cs; EntityFramework.Exceptions)"
+)
+
+// entries is the MySQL/MariaDB table, by error number.
+var entries = []Entry{
+	// MySqlConnector IsTransient: 1040, 1205, 1213, 1042, 1614.
+	// InnoDB: "A transaction deadlock causes InnoDB to roll back the entire
+	// transaction"; "A lock wait timeout causes InnoDB to roll back the
+	// current statement".
+	row(1213, true, sr.NotApplied, srcMySqlConnector+"; "+srcInnoDB, "ER_LOCK_DEADLOCK: InnoDB rolled back the whole transaction; re-run it whole"),
+	row(1205, true, sr.NotApplied, srcMySqlConnector+"; "+srcInnoDB, "ER_LOCK_WAIT_TIMEOUT: InnoDB rolled back this statement only; the transaction survives unless innodb_rollback_on_timeout is on (RunTx still re-runs a transaction whole)"),
+	row(1614, true, sr.NotApplied, srcMySqlConnector, "ER_XA_RBDEADLOCK: the XA branch was rolled back after a deadlock"),
+	row(1040, true, sr.NotSent, srcMySqlConnector, "ER_CON_COUNT_ERROR: too many connections; refused at connect, nothing ran"),
+	row(1042, true, sr.NotSent, srcMySqlConnector, "ER_BAD_HOST_ERROR: could not resolve or reach the client host at connect, nothing ran"),
+	// Suggested extras (sql-errors.md §8.5).
+	row(1203, true, sr.NotSent, srcSuggested, "ER_TOO_MANY_USER_CONNECTIONS: refused at connect, nothing ran"),
+	row(1637, true, sr.NotApplied, srcSuggested, "ER_TOO_MANY_CONCURRENT_TRXS: the transaction could not start"),
+	row(3058, true, sr.NotApplied, srcSuggested, "ER_USER_LOCK_DEADLOCK: a GET_LOCK deadlock; the statement was refused"),
+
+	// Connection loss: the command may have run (unknown).
+	row(2006, true, sr.Unknown, srcConnLoss, "CR_SERVER_GONE_ERROR: the server went away; the command may have run"),
+	row(2013, true, sr.Unknown, srcConnLoss, "CR_SERVER_LOST: connection lost during the query; the command may have run"),
+	row(1053, true, sr.Unknown, srcConnLoss, "ER_SERVER_SHUTDOWN: the server is shutting down; in-flight work may have been applied"),
+	row(1077, true, sr.Unknown, srcConnLoss, "ER_NORMAL_SHUTDOWN: the server shut down; in-flight work may have been applied"),
+	row(1079, true, sr.Unknown, srcConnLoss, "ER_SHUTDOWN_COMPLETE: the server shut down; in-flight work may have been applied"),
+	row(1152, true, sr.Unknown, srcConnLoss, "ER_ABORTING_CONNECTION: the connection was aborted; the command may have run"),
+	row(1184, true, sr.Unknown, srcConnLoss, "ER_NEW_ABORTING_CONNECTION: the connection was aborted; the command may have run"),
+	row(1158, true, sr.Unknown, srcConnLoss, "ER_NET_READ_ERROR: network read error; the command may have run"),
+	row(1159, true, sr.Unknown, srcConnLoss, "ER_NET_READ_INTERRUPTED: network read timed out; the command may have run"),
+	row(1160, true, sr.Unknown, srcConnLoss, "ER_NET_ERROR_ON_WRITE: network write error; the command may have run"),
+	row(1161, true, sr.Unknown, srcConnLoss, "ER_NET_WRITE_INTERRUPTED: network write timed out; the command may have run"),
+	row(1927, true, sr.Unknown, srcConnLoss, "ER_CONNECTION_KILLED (MariaDB): the connection was killed; the command may have run"),
+	row(4031, true, sr.Unknown, srcConnLoss, "ER_CLIENT_INTERACTION_TIMEOUT: the server closed the idle connection; the command may have run"),
+
+	// Not retried: a deliberate interruption or limit.
+	row(1317, false, sr.NotApplied, srcTimeouts, "ER_QUERY_INTERRUPTED: KILL QUERY or a cancel interrupted the statement"),
+	row(3024, false, sr.NotApplied, srcTimeouts, "ER_QUERY_TIMEOUT: max_execution_time was exceeded; the same query will likely hit it again"),
+	row(1969, false, sr.NotApplied, srcTimeouts, "ER_STATEMENT_TIMEOUT (MariaDB max_statement_time): the same query will likely hit it again"),
+	// Read-only after failover: opt in with go-sql-driver's rejectReadOnly=true,
+	// which turns these into driver.ErrBadConn (1290 has other meanings).
+	row(1290, false, sr.NotApplied, srcReadOnly, "ER_OPTION_PREVENTS_STATEMENT (read-only server?): set rejectReadOnly=true to retry after a failover"),
+	row(1792, false, sr.NotApplied, srcReadOnly, "ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION: set rejectReadOnly=true to retry after a failover"),
+	row(1836, false, sr.NotApplied, srcReadOnly, "ER_READ_ONLY_MODE: set rejectReadOnly=true to retry after a failover"),
+
+	// Permanent (sql-errors.md §7.3; DESIGN rule 3 names 1064, 1146, 1062, 1452).
+	row(1043, false, sr.NotSent, srcPermanent, "ER_HANDSHAKE_ERROR: bad handshake at connect"),
+	row(1064, false, sr.NotApplied, srcPermanent, "ER_PARSE_ERROR: syntax error"),
+	row(1149, false, sr.NotApplied, srcPermanent, "ER_SYNTAX_ERROR: syntax error"),
+	row(1054, false, sr.NotApplied, srcPermanent, "ER_BAD_FIELD_ERROR: unknown column"),
+	row(1146, false, sr.NotApplied, srcPermanent, "ER_NO_SUCH_TABLE: unknown table"),
+	row(1049, false, sr.NotApplied, srcPermanent, "ER_BAD_DB_ERROR: unknown database"),
+	row(1109, false, sr.NotApplied, srcPermanent, "ER_UNKNOWN_TABLE: unknown table"),
+	row(1136, false, sr.NotApplied, srcPermanent, "ER_WRONG_VALUE_COUNT_ON_ROW: column count does not match value count"),
+	row(1044, false, sr.NotApplied, srcPermanent, "ER_DBACCESS_DENIED_ERROR: access denied to the database"),
+	row(1045, false, sr.NotSent, srcPermanent, "ER_ACCESS_DENIED_ERROR: access denied for the user at connect"),
+	row(1142, false, sr.NotApplied, srcPermanent, "ER_TABLEACCESS_DENIED_ERROR: command denied on the table"),
+	row(1143, false, sr.NotApplied, srcPermanent, "ER_COLUMNACCESS_DENIED_ERROR: command denied on the column"),
+	row(1227, false, sr.NotApplied, srcPermanent, "ER_SPECIFIC_ACCESS_DENIED_ERROR: a privilege is missing"),
+	row(1370, false, sr.NotApplied, srcPermanent, "ER_PROCACCESS_DENIED_ERROR: command denied on the routine"),
+	row(1062, false, sr.NotApplied, srcPermanent, "ER_DUP_ENTRY: duplicate key"),
+	row(1586, false, sr.NotApplied, srcPermanent, "ER_DUP_ENTRY_WITH_KEY_NAME: duplicate key"),
+	row(1557, false, sr.NotApplied, srcPermanent, "ER_FOREIGN_DUPLICATE_KEY: duplicate key"),
+	row(1169, false, sr.NotApplied, srcPermanent, "ER_DUP_UNIQUE: unique constraint violated"),
+	row(1216, false, sr.NotApplied, srcPermanent, "ER_NO_REFERENCED_ROW: foreign key violated"),
+	row(1217, false, sr.NotApplied, srcPermanent, "ER_ROW_IS_REFERENCED: foreign key violated"),
+	row(1451, false, sr.NotApplied, srcPermanent, "ER_ROW_IS_REFERENCED_2: a foreign key refers to the row"),
+	row(1452, false, sr.NotApplied, srcPermanent, "ER_NO_REFERENCED_ROW_2: the referenced row does not exist"),
+	row(1048, false, sr.NotApplied, srcPermanent, "ER_BAD_NULL_ERROR: column cannot be null"),
+	row(1364, false, sr.NotApplied, srcPermanent, "ER_NO_DEFAULT_FOR_FIELD: the field has no default value"),
+	row(3819, false, sr.NotApplied, srcPermanent, "ER_CHECK_CONSTRAINT_VIOLATED: check constraint violated"),
+	row(1406, false, sr.NotApplied, srcPermanent, "ER_DATA_TOO_LONG: data too long for the column"),
+	row(1264, false, sr.NotApplied, srcPermanent, "ER_WARN_DATA_OUT_OF_RANGE: value out of range for the column"),
+	row(1690, false, sr.NotApplied, srcPermanent, "ER_DATA_OUT_OF_RANGE: value out of range"),
+	row(1292, false, sr.NotApplied, srcPermanent, "ER_TRUNCATED_WRONG_VALUE: incorrect value"),
+	row(1366, false, sr.NotApplied, srcPermanent, "ER_TRUNCATED_WRONG_VALUE_FOR_FIELD: incorrect value for the column"),
+	row(1365, false, sr.NotApplied, srcPermanent, "ER_DIVISION_BY_ZERO: division by zero"),
+	row(1047, false, sr.NotApplied, srcPermanent, "ER_UNKNOWN_COM_ERROR: unknown command"),
+}
+
+func row(n uint16, retryable bool, phase sr.Phase, src, reason string) Entry {
+	code := itoa(n)
+	if !retryable {
+		reason += ": not retried"
+	}
+	return Entry{Code: code, Number: n, Source: src, Class: sr.Class{Retryable: retryable, Phase: phase, Code: code, Reason: reason}}
+}

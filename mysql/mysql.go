@@ -1,0 +1,129 @@
+package mysql
+
+import (
+	"cmp"
+	"errors"
+	"slices"
+	"strconv"
+
+	gomysql "github.com/go-sql-driver/mysql"
+
+	sr "github.com/sqlretry/sqlretry"
+)
+
+// Entry is one row of the classification table.
+type Entry struct {
+	// Code is the error number as text: "1213".
+	Code string
+	// Number is the error number.
+	Number uint16
+	// Class is the verdict for the number.
+	Class sr.Class
+	// Source says where the verdict comes from.
+	Source string
+}
+
+var (
+	byNumber = map[uint16]sr.Class{}
+	rows     []Entry // sorted by Number
+)
+
+func init() {
+	for _, e := range entries {
+		if _, dup := byNumber[e.Number]; dup {
+			panic("mysql: error number " + e.Code + " listed twice")
+		}
+		byNumber[e.Number] = e.Class
+		rows = append(rows, e)
+	}
+	slices.SortFunc(rows, func(a, b Entry) int { return cmp.Compare(a.Number, b.Number) })
+}
+
+func itoa(n uint16) string { return strconv.Itoa(int(n)) }
+
+// Classifier is the MySQL and MariaDB [sr.Classifier] for
+// github.com/go-sql-driver/mysql: pass it as sqlretry.Config.Classifier. It
+// is safe for concurrent use.
+var Classifier sr.Classifier = sr.ClassifierFunc(Classify)
+
+// invalidConn is the verdict on mysql.ErrInvalidConn.
+var invalidConn = sr.Class{Retryable: true, Phase: sr.Unknown, Code: "invalid-conn", Reason: "go-sql-driver ErrInvalidConn: the connection failed after the command was sent; it may have run"}
+
+var panicked = sr.Class{Phase: sr.Unknown, Code: "panic", Reason: "the error's methods panicked while being classified: not retried"}
+
+// Classify gives MySQL's verdict on err: a *mysql.MySQLError by its number,
+// mysql.ErrInvalidConn (a read failed after the command was sent) as
+// retryable with an unknown outcome, and anything else by
+// [sr.ClassifyNeutral] (go-sql-driver returns driver.ErrBadConn only when
+// nothing was written). It never panics.
+func Classify(err error) (c sr.Class) {
+	if err == nil {
+		return sr.ClassifyNeutral(nil)
+	}
+	defer func() {
+		if recover() != nil {
+			c = panicked
+		}
+	}()
+	if me, ok := errors.AsType[*gomysql.MySQLError](err); ok && me != nil {
+		if c, ok := byNumber[me.Number]; ok {
+			return c
+		}
+		return unlisted(me.Number)
+	}
+	if errors.Is(err, gomysql.ErrInvalidConn) {
+		return invalidConn
+	}
+	return sr.ClassifyNeutral(err)
+}
+
+func unlisted(n uint16) sr.Class {
+	return sr.Class{Phase: sr.NotApplied, Code: itoa(n), Reason: "error number not listed as transient: not retried"}
+}
+
+// Lookup returns MySQL's verdict on a bare error number, as the command sees
+// it: ok is false when the number is not listed (it is then not retryable)
+// or malformed (see [ValidCode]).
+func Lookup(code string) (sr.Class, bool) {
+	n, err := parse(code)
+	if err != nil {
+		return sr.Class{Phase: sr.Unknown, Code: code, Reason: "malformed error number"}, false
+	}
+	if c, ok := byNumber[n]; ok {
+		return c, true
+	}
+	return unlisted(n), false
+}
+
+// ValidCode reports why code is not a well-formed MySQL or MariaDB error
+// number (a decimal number from 1 to 65535), or nil.
+func ValidCode(code string) error {
+	_, err := parse(code)
+	return err
+}
+
+func parse(code string) (uint16, error) {
+	if code == "" {
+		return 0, errors.New("MySQL error number is empty; want a number like 1213")
+	}
+	for i := 0; i < len(code); i++ {
+		if code[i] < '0' || code[i] > '9' {
+			return 0, errors.New("MySQL error number " + quote(code) + " must be decimal digits, like 1213")
+		}
+	}
+	n, err := strconv.ParseUint(code, 10, 16)
+	if err != nil || n == 0 {
+		return 0, errors.New("MySQL error number " + quote(code) + " is out of range (1 to 65535)")
+	}
+	return uint16(n), nil
+}
+
+func quote(s string) string {
+	if len(s) > 40 {
+		s = s[:40] + "..."
+	}
+	return strconv.Quote(s)
+}
+
+// Table returns the whole table sorted by number: a fresh copy each call.
+func Table() []Entry { return slices.Clone(rows) }
