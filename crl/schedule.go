@@ -1,6 +1,7 @@
 package crl
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/sqlretry/sqlretry"
@@ -38,18 +39,46 @@ func (s *ExecSchedule) Mode() FilterMode { return s.mode }
 
 // Decide implements [sqlretry.Schedule].
 func (s *ExecSchedule) Decide(f sqlretry.Failure) (sqlretry.Decision, time.Duration) {
+	d, w, _ := s.decide(f, false)
+	return d, w
+}
+
+// Explain is Decide with a one-line reason, for tools and logs.
+func (s *ExecSchedule) Explain(f sqlretry.Failure) (sqlretry.Decision, time.Duration, string) {
+	return s.decide(f, true)
+}
+
+func (s *ExecSchedule) decide(f sqlretry.Failure, why bool) (sqlretry.Decision, time.Duration, string) {
 	i, ok := s.exec.index[f.Class.Code]
 	if !ok {
-		return sqlretry.Defer, 0
+		return sqlretry.Defer, 0, reason(why, "no rule for error %q: the Policy's classifier, MaxRetries and backoff decide", f.Class.Code)
 	}
 	e := &s.exec.entries[i]
 	if f.Retry < 1 || f.Retry > e.Retries {
-		return sqlretry.Stop, 0
+		return sqlretry.Stop, 0, reason(why, "error %s allows %d retries; retry %d is past them", e.Error, e.Retries, f.Retry)
 	}
 	if len(e.Filter) > 0 && !matches(e.Filter, s.mode, f.Statement) {
-		return sqlretry.Stop, 0
+		tok := FirstToken(f.Statement)
+		if s.mode == FilterVerb {
+			tok = sqlretry.Verb(f.Statement)
+		}
+		return sqlretry.Stop, 0, reason(why, "error %s: the statement's %s %q is not in the filter %v", e.Error, s.mode.word(), tok, e.Filter)
 	}
-	return sqlretry.Retry, e.Waits[f.Retry-1]
+	return sqlretry.Retry, e.Waits[f.Retry-1], reason(why, "error %s: retry %d of %d after %v", e.Error, f.Retry, e.Retries, e.Waits[f.Retry-1])
+}
+
+func (m FilterMode) word() string {
+	if m == FilterVerb {
+		return "verb"
+	}
+	return "first token"
+}
+
+func reason(why bool, format string, a ...any) string {
+	if !why {
+		return ""
+	}
+	return fmt.Sprintf(format, a...)
 }
 
 // ConsentsToReplay implements [sqlretry.StatementConsent]: it reports whether
@@ -226,28 +255,41 @@ func (s *ConnSchedule) Connect() Connect {
 
 // Decide implements [sqlretry.Schedule].
 func (s *ConnSchedule) Decide(f sqlretry.Failure) (sqlretry.Decision, time.Duration) {
+	d, w, _ := s.decide(f, false)
+	return d, w
+}
+
+// Explain is Decide with a one-line reason, for tools and logs.
+func (s *ConnSchedule) Explain(f sqlretry.Failure) (sqlretry.Decision, time.Duration, string) {
+	return s.decide(f, true)
+}
+
+func (s *ConnSchedule) decide(f sqlretry.Failure, why bool) (sqlretry.Decision, time.Duration, string) {
+	if s.count == 0 {
+		return sqlretry.Stop, 0, reason(why, "connect retries are disabled (connectRetryCount 0)")
+	}
 	if f.Retry < 1 || f.Retry > s.count {
-		return sqlretry.Stop, 0
+		return sqlretry.Stop, 0, reason(why, "connectRetryCount %d: retry %d is past it", s.count, f.Retry)
 	}
 	code := f.Class.Code
 	switch {
 	case isAuth(s.conn.engine, code):
-		return sqlretry.Stop, 0
+		return sqlretry.Stop, 0, reason(why, "error %s is an authentication failure: never retried (it does not heal, and retries count toward account lockout)", code)
 	case nameable(s.conn.engine, code):
 		if !s.conn.Retries(code) {
-			return sqlretry.Stop, 0
+			return sqlretry.Stop, 0, reason(why, "error %s is not in the %s list of transient connection errors", code, s.conn.Mode())
 		}
 	case !f.Class.Retryable:
-		return sqlretry.Stop, 0
+		return sqlretry.Stop, 0, reason(why, "%q is not a code the rules can name, and the classifier says it is not retryable", code)
 	}
 	var wait time.Duration
 	if f.Retry > 1 {
 		wait = s.interval
 	}
 	if s.login > 0 && f.Elapsed+wait >= s.login {
-		return sqlretry.Stop, 0
+		return sqlretry.Stop, 0, reason(why, "elapsed %v plus the next wait %v reaches loginTimeout %v", f.Elapsed, wait, s.login)
 	}
-	return sqlretry.Retry, wait
+	return sqlretry.Retry, wait, reason(why, "connect retry %d of %d after %v", f.Retry, s.count, wait)
 }
 
 // nameable reports whether the rule language can name code.
