@@ -1,0 +1,118 @@
+package taskstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/sqlretry/sqlretry"
+)
+
+// Advance is one counted run of a recurring series.
+type Advance struct {
+	ID      string // the advance's id, recorded with the run
+	RunNo   int    // the series' run count after this run: 1 for the first
+	Version int64  // the schedule version after this advance
+}
+
+// AdvanceRun counts one run of the recurring series seriesID, a
+// compare-and-swap on its schedule version: it applies only if the stored
+// version is still expected and the series has runs left.
+//
+// The statement consumes its own token: it increments ScheduleVersion
+// together with CurrentRunCount, so the identical statement replayed after a
+// COMMIT that landed fails its guard instead of counting the run twice. The
+// run and the id of the call that counted it are recorded in task_runs in
+// the same transaction, so after an ambiguous COMMIT the store can tell "my
+// advance landed" (success, no replay) from "it did not" (replay) and from
+// "another worker won" (a [*VersionError] matching [ErrVersionConflict]).
+// A series at MaxRuns yields [ErrSeriesComplete]; it never ends early.
+func (s *Store) AdvanceRun(ctx context.Context, seriesID string, expected int64) (Advance, error) {
+	a := Advance{ID: s.newID()}
+	var err error
+	if s.naive {
+		err = s.naiveAdvance(ctx, seriesID, expected, &a)
+	} else {
+		op := sqlretry.Write("taskstore.advance-run", func(ctx context.Context) (bool, error) {
+			return s.advanced(ctx, s.db, &a)
+		})
+		err = sqlretry.RunTx(ctx, s.db, s.pol.AdvanceRun, op, nil, func(ctx context.Context, tx *sql.Tx) error {
+			res, err := tx.ExecContext(ctx, s.q.advance, a.ID, seriesID, expected)
+			if err != nil {
+				return err
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				if done, err := s.advanced(ctx, tx, &a); err != nil || done {
+					return err
+				}
+				return s.versionError(ctx, tx, seriesID, expected)
+			}
+			if _, err := tx.ExecContext(ctx, s.q.insertRun, a.ID, s.now().UnixMicro(), seriesID); err != nil {
+				return err
+			}
+			_, err = s.advanced(ctx, tx, &a)
+			return err
+		})
+	}
+	s.record(Entry{Kind: OpAdvance, ID: a.ID, TaskID: seriesID}, err)
+	if err != nil {
+		return Advance{ID: a.ID}, err
+	}
+	return a, nil
+}
+
+// advanced reports whether the advance a.ID was counted, and fills in its
+// run number and version if so.
+func (s *Store) advanced(ctx context.Context, q querier, a *Advance) (bool, error) {
+	err := q.QueryRowContext(ctx, s.q.runByID, a.ID).Scan(&a.RunNo, &a.Version)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (s *Store) versionError(ctx context.Context, q querier, id string, expected int64) error {
+	t, err := s.get(ctx, q, id)
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return &StatusError{TaskID: id, cause: ErrNotFound}
+		}
+		return err
+	}
+	e := &VersionError{TaskID: id, Expected: expected, Current: t.ScheduleVersion, Runs: t.CurrentRunCount, MaxRuns: t.MaxRuns, cause: ErrVersionConflict}
+	if t.ScheduleVersion == expected && t.MaxRuns > 0 && t.CurrentRunCount >= t.MaxRuns {
+		e.cause = ErrSeriesComplete
+	}
+	return e
+}
+
+// EnsureOccurrence inserts the occurrence of series parentID at t.ScheduledAt
+// unless it exists, and reports whether this call created it. It is an
+// idempotent write by construction, the contrast to Persist: its id is
+// derived from the series and the time, and the occurrence index turns a
+// second insert into a no-op (ON CONFLICT DO NOTHING; MariaDB: ON DUPLICATE
+// KEY UPDATE id = id), so it is replayed freely after any transient failure.
+// Because of that, "created" is false after a replay whose first attempt
+// landed: use Persist when the caller must know.
+func (s *Store) EnsureOccurrence(ctx context.Context, parentID string, t Task) (Task, bool, error) {
+	t.ParentID = parentID
+	t.ID = parentID + "@" + t.ScheduledAt.UTC().Format("20060102T150405.000000")
+	t.Key = ""
+	t = s.prepare(t)
+	var created bool
+	err := s.pol.Persist.Do(ctx, sqlretry.Idempotent("taskstore.ensure-occurrence"), func(ctx context.Context) error {
+		res, err := s.db.ExecContext(ctx, s.q.ensureOccurrence, t.ID, t.ParentID, us(t.ScheduledAt), t.DueAt.UnixMicro(),
+			t.MaxAttempts, t.Payload, s.now().UnixMicro())
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		created = n == 1 // MariaDB reports 0 for a no-op ON DUPLICATE KEY UPDATE
+		return err
+	})
+	return t, created, err
+}

@@ -1,0 +1,268 @@
+package taskstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/sqlretry/sqlretry"
+)
+
+// Report is the result of [Store.Check]: the invariants the fault matrix and
+// the chaos command assert, each a count of violations (0 when it holds),
+// and what the ledger recorded.
+type Report struct {
+	// Lost: writes told OK whose effect is not in the database (a persisted
+	// task missing or not the caller's, a transition or an advance with no
+	// record).
+	Lost int `json:"lost"`
+	// Duplicated: extra completions: a task that reached Succeeded more than
+	// once.
+	Duplicated int `json:"duplicated"`
+	// DoubleCounted: runs counted more than once for one advance, plus runs
+	// beyond a series' MaxRuns.
+	DoubleCounted int `json:"double_counted"`
+	// EndedEarly: series at MaxRuns with fewer distinct advances than
+	// MaxRuns.
+	EndedEarly int `json:"ended_early"`
+	// AuditMismatch: audit rows that do not match transitions: a transition
+	// with more than one row, or an OK transition with none.
+	AuditMismatch int `json:"audit_mismatch"`
+	// JobAttemptsBurned: job attempts counted with no handler start (and no
+	// Start call whose outcome was left unknown to explain them).
+	JobAttemptsBurned int `json:"job_attempts_burned"`
+	// UncountedStarts: handler starts beyond the attempts counted.
+	UncountedStarts int `json:"uncounted_starts"`
+	// Misreported: writes told Failed (a definite error) that were applied.
+	Misreported int `json:"misreported"`
+
+	Ops           int            `json:"ops"`            // writes recorded in the ledger
+	Told          map[string]int `json:"told"`           // per outcome: ok, ambiguous, canceled, failed
+	HandlerStarts int            `json:"handler_starts"` // recorded handler starts
+	Tasks         int            `json:"tasks"`          // rows in tasks
+	Pending       int            `json:"pending"`        // tasks not Succeeded or Failed
+	AuditRows     int            `json:"audit_rows"`
+	Runs          int            `json:"runs"` // rows in task_runs
+	// Problems describes the first violations found, for a human.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// Violations returns the sum of the violation counts.
+func (r Report) Violations() int {
+	return r.Lost + r.Duplicated + r.DoubleCounted + r.EndedEarly + r.AuditMismatch + r.JobAttemptsBurned + r.UncountedStarts + r.Misreported
+}
+
+// Clean reports whether every invariant holds.
+func (r Report) Clean() bool { return r.Violations() == 0 }
+
+func (r Report) String() string {
+	return fmt.Sprintf("lost=%d duplicated=%d double_counted=%d ended_early=%d audit_mismatch=%d job_attempts_burned=%d uncounted_starts=%d misreported=%d (ops=%d told=%v starts=%d tasks=%d pending=%d audit=%d runs=%d)",
+		r.Lost, r.Duplicated, r.DoubleCounted, r.EndedEarly, r.AuditMismatch, r.JobAttemptsBurned, r.UncountedStarts, r.Misreported,
+		r.Ops, r.Told, r.HandlerStarts, r.Tasks, r.Pending, r.AuditRows, r.Runs)
+}
+
+const maxProblems = 20
+
+func (r *Report) problem(format string, a ...any) {
+	if len(r.Problems) < maxProblems {
+		r.Problems = append(r.Problems, fmt.Sprintf(format, a...))
+	}
+}
+
+// Check compares the database with what the ledger says callers were told,
+// and counts every violation of the store's invariants. Run it after the
+// workload, with fault injection off: it reads whole tables, under the Read
+// policy. l may be nil, to check the database-only invariants.
+func (s *Store) Check(ctx context.Context, l *Ledger) (Report, error) {
+	var snap snapshot
+	err := s.pol.Read.Do(ctx, sqlretry.Idempotent("taskstore.check"), func(ctx context.Context) error {
+		var err error
+		snap, err = s.snapshot(ctx)
+		return err
+	})
+	if err != nil {
+		return Report{}, err
+	}
+	if l == nil {
+		l = NewLedger()
+	}
+	return check(snap, l.Entries(), l.Starts()), nil
+}
+
+type taskRow struct {
+	task     Task
+	fp       string
+	maxRuns  int
+	runCount int
+}
+
+type snapshot struct {
+	tasks     map[string]taskRow
+	audit     map[string]int            // transition id → rows
+	succeeded map[string]int            // task id → rows into succeeded
+	runs      map[string]int            // advance id → rows
+	advances  map[string]map[string]int // task id → advance id → rows
+	auditRows int
+	runRows   int
+}
+
+func (s *Store) snapshot(ctx context.Context) (snapshot, error) {
+	sn := snapshot{tasks: map[string]taskRow{}, audit: map[string]int{}, succeeded: map[string]int{}, runs: map[string]int{}, advances: map[string]map[string]int{}}
+	rows, err := s.db.QueryContext(ctx, s.dialect.bind(`SELECT id FROM tasks`))
+	if err != nil {
+		return sn, err
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return sn, err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return sn, err
+	}
+	for _, id := range ids {
+		t, err := s.get(ctx, s.db, id)
+		if err != nil {
+			return sn, err
+		}
+		sn.tasks[id] = taskRow{task: t, fp: fingerprint(t), maxRuns: t.MaxRuns, runCount: t.CurrentRunCount}
+	}
+	rows, err = s.db.QueryContext(ctx, s.dialect.bind(`SELECT transition_id, task_id, to_status FROM status_audit`))
+	if err != nil {
+		return sn, err
+	}
+	for rows.Next() {
+		var tid, task, to string
+		if err := rows.Scan(&tid, &task, &to); err != nil {
+			rows.Close()
+			return sn, err
+		}
+		sn.auditRows++
+		sn.audit[tid]++
+		if Status(to) == Succeeded {
+			sn.succeeded[task]++
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return sn, err
+	}
+	rows, err = s.db.QueryContext(ctx, s.dialect.bind(`SELECT task_id, advance_id FROM task_runs`))
+	if err != nil {
+		return sn, err
+	}
+	for rows.Next() {
+		var task, adv string
+		if err := rows.Scan(&task, &adv); err != nil {
+			rows.Close()
+			return sn, err
+		}
+		sn.runRows++
+		sn.runs[adv]++
+		m := sn.advances[task]
+		if m == nil {
+			m = map[string]int{}
+			sn.advances[task] = m
+		}
+		m[adv]++
+	}
+	rows.Close()
+	return sn, rows.Err()
+}
+
+// check is the pure part of Check.
+func check(sn snapshot, entries []Entry, starts map[string]int) Report {
+	r := Report{Ops: len(entries), Told: map[string]int{}, Tasks: len(sn.tasks), AuditRows: sn.auditRows, Runs: sn.runRows}
+	unsettledStarts := map[string]int{} // Start calls that may or may not have counted
+	for _, e := range entries {
+		r.Told[e.Outcome.String()]++
+		maybe := e.Outcome == ToldAmbiguous || e.Outcome == ToldCanceled
+		switch e.Kind {
+		case OpPersist:
+			row, there := sn.tasks[e.ID]
+			ours := there && row.fp == e.Fingerprint
+			switch {
+			case e.Outcome == ToldOK && !ours:
+				r.Lost++
+				r.problem("persist %s told ok, but the row is %s", e.ID, map[bool]string{true: "someone else's", false: "missing"}[there])
+			case e.Outcome == ToldFailed && ours:
+				r.Misreported++
+				r.problem("persist %s told %q, but the row is stored", e.ID, e.Err)
+			}
+		case OpAdvance:
+			n := sn.runs[e.ID]
+			switch {
+			case n > 1:
+				r.DoubleCounted += n - 1
+				r.problem("advance %s of %s counted %d runs", e.ID, e.TaskID, n)
+			case n == 0 && e.Outcome == ToldOK:
+				r.Lost++
+				r.problem("advance %s of %s told ok, but no run is recorded", e.ID, e.TaskID)
+			}
+			if n > 0 && e.Outcome == ToldFailed {
+				r.Misreported++
+				r.problem("advance %s of %s told %q, but it was counted", e.ID, e.TaskID, e.Err)
+			}
+		default: // transitions: claim, start, complete, fail, set-status
+			n := sn.audit[e.ID]
+			switch {
+			case n > 1:
+				r.AuditMismatch += n - 1
+				r.problem("%s %s on %s has %d audit rows", e.Kind, e.ID, e.TaskID, n)
+			case n == 0 && e.Outcome == ToldOK:
+				r.Lost++
+				r.AuditMismatch++
+				r.problem("%s %s on %s told ok, but no audit row exists", e.Kind, e.ID, e.TaskID)
+			}
+			if n > 0 && e.Outcome == ToldFailed {
+				r.Misreported++
+				r.problem("%s %s on %s told %q, but it was applied", e.Kind, e.ID, e.TaskID, e.Err)
+			}
+			if e.Kind == OpStart && maybe {
+				unsettledStarts[e.TaskID]++
+			}
+		}
+	}
+	// Recover's transitions are not in the ledger; their ids are unique by
+	// construction, so more than one row is a duplicate.
+	for id, n := range sn.audit {
+		if strings.HasPrefix(id, ExpirePrefix) && n > 1 {
+			r.AuditMismatch += n - 1
+			r.problem("recover transition %s has %d audit rows", id, n)
+		}
+	}
+	for id, row := range sn.tasks {
+		t := row.task
+		if t.Status != Succeeded && t.Status != Failed {
+			r.Pending++
+		}
+		if n := sn.succeeded[id]; n > 1 {
+			r.Duplicated += n - 1
+			r.problem("task %s completed %d times", id, n)
+		}
+		st := starts[id]
+		r.HandlerStarts += st
+		if burned := t.JobAttempts - st - unsettledStarts[id]; burned > 0 {
+			r.JobAttemptsBurned += burned
+			r.problem("task %s counts %d job attempts for %d handler starts", id, t.JobAttempts, st)
+		}
+		if st > t.JobAttempts {
+			r.UncountedStarts += st - t.JobAttempts
+			r.problem("task %s started its handler %d times but counts %d attempts", id, st, t.JobAttempts)
+		}
+		if row.maxRuns > 0 && row.runCount > row.maxRuns {
+			r.DoubleCounted += row.runCount - row.maxRuns
+			r.problem("series %s counts %d runs, max %d", id, row.runCount, row.maxRuns)
+		}
+		if row.maxRuns > 0 && row.runCount >= row.maxRuns && len(sn.advances[id]) < row.maxRuns {
+			r.EndedEarly++
+			r.problem("series %s ended after %d distinct advances, max runs %d", id, len(sn.advances[id]), row.maxRuns)
+		}
+	}
+	return r
+}

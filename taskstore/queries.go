@@ -1,0 +1,90 @@
+package taskstore
+
+// queries holds every statement the store runs, bound for one dialect. They
+// are constants: values always travel as parameters.
+type queries struct {
+	insert, get                              string
+	auditCount, auditTask, insertAudit       string
+	setStatus, setStatusRunning              string
+	claimCandidate, claim                    string
+	start, complete, fail                    string
+	expired, expire                          string
+	advance, insertRun, runCount, runByID    string
+	naiveAdvance, naiveSetStatus, naiveStart string
+	naiveComplete                            string
+	ensureOccurrence                         string
+}
+
+const taskColumns = `id, task_key, parent_id, scheduled_us, due_us, status, job_attempts, max_attempts,
+	last_execution_us, schedule_version, current_run_count, max_runs, lease_owner, lease_expires_us, payload`
+
+func queriesFor(d Dialect) *queries {
+	q := &queries{
+		insert: `INSERT INTO tasks (id, task_key, parent_id, scheduled_us, due_us, status, max_attempts, max_runs, payload, created_us)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		get: `SELECT ` + taskColumns + ` FROM tasks WHERE id = ?`,
+
+		// Every transition writes one audit row carrying its id, in the same
+		// transaction, so the audit table answers "did transition X happen?".
+		auditCount: `SELECT COUNT(*) FROM status_audit WHERE transition_id = ?`,
+		auditTask:  `SELECT task_id FROM status_audit WHERE transition_id = ?`,
+		// The audit row copies the status the UPDATE left, so a transition
+		// whose target is decided in SQL (Fail) records what happened.
+		insertAudit: `INSERT INTO status_audit (task_id, transition_id, from_status, to_status, at_us)
+			SELECT id, ?, ?, status, ?i FROM tasks WHERE id = ?`,
+
+		setStatus:        `UPDATE tasks SET status = ? WHERE id = ? AND status = ?`,
+		setStatusRunning: `UPDATE tasks SET status = ?, last_execution_us = ? WHERE id = ? AND status = ?`,
+
+		claimCandidate: `SELECT id FROM tasks WHERE status = 'queued' AND due_us <= ? ORDER BY due_us, id LIMIT 1 {skip}`,
+		claim: `UPDATE tasks SET status = 'leased', lease_owner = ?, lease_token = ?, lease_expires_us = ?
+			WHERE id = ? AND status = 'queued'`,
+		// Start is where a job attempt is counted: when the handler starts.
+		start: `UPDATE tasks SET status = 'running', job_attempts = job_attempts + 1, last_execution_us = ?, lease_expires_us = ?
+			WHERE id = ? AND lease_token = ? AND status = 'leased'`,
+		complete: `UPDATE tasks SET status = 'succeeded', lease_owner = NULL, lease_token = NULL, lease_expires_us = NULL
+			WHERE id = ? AND lease_token = ? AND status = 'running'`,
+		fail: `UPDATE tasks SET status = CASE WHEN job_attempts < max_attempts THEN 'queued' ELSE 'failed' END,
+			due_us = ?, lease_owner = NULL, lease_token = NULL, lease_expires_us = NULL
+			WHERE id = ? AND lease_token = ? AND status = 'running'`,
+		expired: `SELECT id, status, lease_token FROM tasks
+			WHERE status IN ('leased', 'running') AND lease_expires_us < ? ORDER BY lease_expires_us, id LIMIT ? {skip}`,
+		expire: `UPDATE tasks SET status = CASE WHEN status = 'running' AND job_attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
+			due_us = ?, lease_owner = NULL, lease_token = NULL, lease_expires_us = NULL
+			WHERE id = ? AND lease_token = ? AND lease_expires_us < ?`,
+
+		// The advance consumes its own token: the schedule version it guards
+		// on is bumped in the same statement, so the identical statement run
+		// again fails its guard instead of counting the run twice.
+		advance: `UPDATE tasks SET schedule_version = schedule_version + 1, current_run_count = current_run_count + 1, advanced_by = ?
+			WHERE id = ? AND schedule_version = ? AND (max_runs = 0 OR current_run_count < max_runs)`,
+		insertRun: `INSERT INTO task_runs (task_id, run_no, advance_id, schedule_version, at_us)
+			SELECT id, current_run_count, ?, schedule_version, ?i FROM tasks WHERE id = ?`,
+		runCount: `SELECT COUNT(*) FROM task_runs WHERE advance_id = ?`,
+		runByID:  `SELECT run_no, schedule_version FROM task_runs WHERE advance_id = ?`,
+
+		// Seed 002's unsafe shapes, for Options.Naive only.
+		naiveAdvance: `UPDATE tasks SET current_run_count = current_run_count + 1, advanced_by = ?
+			WHERE id = ? AND schedule_version = ? AND (max_runs = 0 OR current_run_count < max_runs)`,
+		naiveSetStatus: `UPDATE tasks SET status = ?, last_execution_us = ? WHERE id = ?`,
+		naiveStart: `UPDATE tasks SET status = 'running', job_attempts = job_attempts + 1, last_execution_us = ?, lease_expires_us = ?
+			WHERE id = ?`,
+		naiveComplete: `UPDATE tasks SET status = 'succeeded', lease_owner = NULL, lease_token = NULL, lease_expires_us = NULL
+			WHERE id = ?`,
+	}
+	// An idempotent insert: the occurrence index makes a replay a no-op.
+	switch d {
+	case MariaDB:
+		q.ensureOccurrence = `INSERT INTO tasks (id, task_key, parent_id, scheduled_us, due_us, status, max_attempts, max_runs, payload, created_us)
+			VALUES (?, NULL, ?, ?, ?, 'queued', ?, 0, ?, ?) ON DUPLICATE KEY UPDATE id = id`
+	default:
+		q.ensureOccurrence = `INSERT INTO tasks (id, task_key, parent_id, scheduled_us, due_us, status, max_attempts, max_runs, payload, created_us)
+			VALUES (?, NULL, ?, ?, ?, 'queued', ?, 0, ?, ?) ON CONFLICT (parent_id, scheduled_us) DO NOTHING`
+	}
+	for _, p := range []*string{&q.insert, &q.get, &q.auditCount, &q.auditTask, &q.insertAudit, &q.setStatus, &q.setStatusRunning,
+		&q.claimCandidate, &q.claim, &q.start, &q.complete, &q.fail, &q.expired, &q.expire, &q.advance, &q.insertRun,
+		&q.runCount, &q.runByID, &q.naiveAdvance, &q.naiveSetStatus, &q.naiveStart, &q.naiveComplete, &q.ensureOccurrence} {
+		*p = d.bind(*p)
+	}
+	return q
+}

@@ -1,0 +1,384 @@
+package taskstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/sqlretry/sqlretry"
+)
+
+// Transition is one audited status change: the task moves From → To, and
+// one audit row records it under ID.
+type Transition struct {
+	// ID names the transition; SetStatus generates one if it is empty.
+	// After an ambiguous COMMIT the store looks for the audit row with this
+	// id to learn whether the transition happened.
+	ID     string
+	TaskID string
+	From   Status // the guard: the transition applies only in this status
+	To     Status
+}
+
+// change is a transition as the store runs it: a guarded UPDATE that
+// touches one row when it applies, then the audit row.
+type change struct {
+	op     string // the Op's name
+	id     string // the transition id, the audit row's key
+	taskID string
+	from   Status
+	lease  string // the lease the UPDATE guards on, "" if none
+	update string
+	args   []any
+	at     time.Time
+}
+
+// SetStatus moves a task from t.From to t.To and writes its audit row in
+// the same transaction; a move into Running stamps the execution time. It
+// returns the transition's id.
+//
+// The write is not idempotent (a second run would insert a second audit row
+// and re-stamp the execution time), so after an ambiguous COMMIT the store
+// reads the audit table for the transition's id: found, SetStatus succeeds
+// without a replay; not found, the transaction runs again. The guard on
+// t.From makes a replay that meets the desired state already there fail
+// instead of applying twice, and the store then checks for its own audit row
+// before reporting a [*StatusError] matching [ErrStatusConflict].
+func (s *Store) SetStatus(ctx context.Context, t Transition) (string, error) {
+	if t.ID == "" {
+		t.ID = s.newID()
+	}
+	now := s.now()
+	var err error
+	if s.naive {
+		err = s.naiveTransition(ctx, s.pol.SetStatus, "taskstore.set-status", t.ID, t.TaskID, t.From, s.q.naiveSetStatus,
+			func(now time.Time) []any { return []any{string(t.To), now.UnixMicro(), t.TaskID} })
+	} else {
+		c := change{op: "taskstore.set-status", id: t.ID, taskID: t.TaskID, from: t.From, at: now,
+			update: s.q.setStatus, args: []any{string(t.To), t.TaskID, string(t.From)}}
+		if t.To == Running {
+			c.update = s.q.setStatusRunning
+			c.args = []any{string(t.To), now.UnixMicro(), t.TaskID, string(t.From)}
+		}
+		err = s.apply(ctx, s.pol.SetStatus, c)
+	}
+	s.record(Entry{Kind: OpSetStatus, ID: t.ID, TaskID: t.TaskID}, err)
+	return t.ID, err
+}
+
+// apply runs c under p: the guarded UPDATE and the audit row in one
+// transaction, settled after an ambiguous COMMIT by looking for the audit
+// row.
+func (s *Store) apply(ctx context.Context, p *sqlretry.Policy, c change) error {
+	op := sqlretry.Write(c.op, func(ctx context.Context) (bool, error) { return s.auditExists(ctx, s.db, c.id) })
+	return sqlretry.RunTx(ctx, s.db, p, op, nil, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, c.update, c.args...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			// The guard failed. If it failed because this very transition
+			// is already there (an earlier attempt committed after its
+			// verify looked), it is done: succeed without a second row.
+			if done, err := s.auditExists(ctx, tx, c.id); err != nil || done {
+				return err
+			}
+			return s.guardError(ctx, tx, c)
+		}
+		_, err = tx.ExecContext(ctx, s.q.insertAudit, c.id, string(c.from), c.at.UnixMicro(), c.taskID)
+		return err
+	})
+}
+
+// auditExists reports whether the audit row of transition id exists.
+func (s *Store) auditExists(ctx context.Context, q querier, id string) (bool, error) {
+	var n int
+	if err := q.QueryRowContext(ctx, s.q.auditCount, id).Scan(&n); err != nil {
+		return false, err
+	}
+	return n > 0, nil
+}
+
+// guardError explains a guard that failed.
+func (s *Store) guardError(ctx context.Context, q querier, c change) error {
+	t, err := s.get(ctx, q, c.taskID)
+	if errors.Is(err, ErrNotFound) {
+		return &StatusError{TaskID: c.taskID, Want: c.from, cause: ErrNotFound}
+	}
+	if err != nil {
+		return err
+	}
+	if c.lease != "" {
+		var token sql.NullString
+		if err := q.QueryRowContext(ctx, s.dialect.bind(`SELECT lease_token FROM tasks WHERE id = ?`), c.taskID).Scan(&token); err != nil {
+			return err
+		}
+		if token.String != c.lease {
+			return &StatusError{TaskID: c.taskID, Want: c.from, Got: t.Status, cause: ErrLeaseLost}
+		}
+	}
+	return &StatusError{TaskID: c.taskID, Want: c.from, Got: t.Status, cause: ErrStatusConflict}
+}
+
+// Lease is a claimed task: the worker that holds it, the token that proves
+// it, and until when.
+type Lease struct {
+	Token     string
+	Owner     string
+	ExpiresAt time.Time
+	Task      Task
+}
+
+// errClaimRace: the candidate the claim selected was gone when it was
+// updated. Row locks (PostgreSQL, MariaDB) and BEGIN IMMEDIATE (SQLite)
+// rule it out; it is reported, not retried, if a misconfiguration allows it.
+var errClaimRace = errors.New("taskstore: claim: the selected task changed before it was leased (is the SQLite database opened with _txlock=immediate?)")
+
+// Claim leases the next due task to owner for Options.LeaseTTL, and returns
+// nil when no task is due. The candidate is locked with FOR UPDATE SKIP
+// LOCKED where the engine has it, so concurrent workers take different
+// tasks; the lease and its audit row commit together.
+//
+// After an ambiguous COMMIT the claim is settled by reading what this worker
+// holds: the audit row of the claim's token, then the task it leased. So a
+// claimed task is neither lost (a claim that landed is returned, not
+// abandoned) nor run twice (a claim that landed is not replayed to take a
+// second task). A claim whose outcome cannot be settled leaves at worst a
+// lease nobody uses, which expires and is returned to the queue by
+// [Store.Recover].
+func (s *Store) Claim(ctx context.Context, owner string) (*Lease, error) {
+	token := s.newID()
+	var lease *Lease
+	body := func(ctx context.Context, tx *sql.Tx) error {
+		lease = nil
+		now := s.now()
+		var id string
+		err := tx.QueryRowContext(ctx, s.q.claimCandidate, now.UnixMicro()).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		exp := now.Add(s.ttl)
+		res, err := tx.ExecContext(ctx, s.q.claim, owner, token, exp.UnixMicro(), id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n != 1 {
+			return errClaimRace
+		}
+		if _, err := tx.ExecContext(ctx, s.q.insertAudit, token, string(Queued), now.UnixMicro(), id); err != nil {
+			return err
+		}
+		t, err := s.get(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		lease = &Lease{Token: token, Owner: owner, ExpiresAt: fromUS(us(exp)), Task: t}
+		return nil
+	}
+	var err error
+	if s.naive {
+		err = sqlretry.RunTx(ctx, s.db, s.pol.Claim, sqlretry.Idempotent("taskstore.claim"), nil, body)
+	} else {
+		lost := false
+		op := sqlretry.Write("taskstore.claim", func(ctx context.Context) (bool, error) {
+			l, held, err := s.holding(ctx, token, owner)
+			if err != nil || !held {
+				return held, err
+			}
+			lease, lost = l, l == nil
+			return true, nil
+		})
+		err = sqlretry.RunTx(ctx, s.db, s.pol.Claim, op, nil, body)
+		if err == nil && lost {
+			err = &StatusError{Want: Leased, cause: ErrLeaseLost}
+		}
+	}
+	if lease != nil || err != nil {
+		e := Entry{Kind: OpClaim, ID: token}
+		if lease != nil {
+			e.TaskID = lease.Task.ID
+		}
+		s.record(e, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return lease, nil
+}
+
+// holding settles an ambiguous claim: landed reports whether the claim with
+// token committed; lease is what owner holds under it now (nil if the lease
+// has since expired and been taken back).
+func (s *Store) holding(ctx context.Context, token, owner string) (lease *Lease, landed bool, err error) {
+	var id string
+	err = s.db.QueryRowContext(ctx, s.q.auditTask, token).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	var held sql.NullString
+	var exp sql.NullInt64
+	err = s.db.QueryRowContext(ctx, s.dialect.bind(`SELECT lease_token, lease_expires_us FROM tasks WHERE id = ?`), id).Scan(&held, &exp)
+	if err != nil {
+		return nil, true, err
+	}
+	if held.String != token {
+		return nil, true, nil
+	}
+	t, err := s.get(ctx, s.db, id)
+	if err != nil {
+		return nil, true, err
+	}
+	return &Lease{Token: token, Owner: owner, ExpiresAt: fromUS(exp), Task: t}, true, nil
+}
+
+// Start marks the leased task Running and counts one job attempt: call it
+// when the handler is about to start, and only then. Storage retries never
+// reach the counter: Start is a transition like SetStatus, settled by its
+// audit row after an ambiguous COMMIT, so a replay cannot count the attempt
+// twice. The lease is extended by Options.LeaseTTL.
+func (s *Store) Start(ctx context.Context, l *Lease) error {
+	id := l.Token + ":start"
+	now := s.now()
+	var err error
+	if s.naive {
+		err = s.naiveTransition(ctx, s.pol.Finish, "taskstore.start", id, l.Task.ID, Leased, s.q.naiveStart,
+			func(now time.Time) []any { return []any{now.UnixMicro(), now.Add(s.ttl).UnixMicro(), l.Task.ID} })
+	} else {
+		err = s.apply(ctx, s.pol.Finish, change{op: "taskstore.start", id: id, taskID: l.Task.ID, from: Leased, lease: l.Token, at: now,
+			update: s.q.start, args: []any{now.UnixMicro(), now.Add(s.ttl).UnixMicro(), l.Task.ID, l.Token}})
+	}
+	s.record(Entry{Kind: OpStart, ID: id, TaskID: l.Task.ID}, err)
+	return err
+}
+
+// Complete marks the started task Succeeded and releases its lease. A lease
+// that expired and was taken over yields [ErrLeaseLost].
+func (s *Store) Complete(ctx context.Context, l *Lease) error {
+	id := l.Token + ":complete"
+	var err error
+	if s.naive {
+		err = s.naiveTransition(ctx, s.pol.Finish, "taskstore.complete", id, l.Task.ID, Running, s.q.naiveComplete,
+			func(time.Time) []any { return []any{l.Task.ID} })
+	} else {
+		err = s.apply(ctx, s.pol.Finish, change{op: "taskstore.complete", id: id, taskID: l.Task.ID, from: Running, lease: l.Token, at: s.now(),
+			update: s.q.complete, args: []any{l.Task.ID, l.Token}})
+	}
+	s.record(Entry{Kind: OpComplete, ID: id, TaskID: l.Task.ID}, err)
+	return err
+}
+
+// Fail records a failed job attempt: the task goes back to Queued, due at
+// retryAt (zero: now), while it has attempts left, and to Failed when
+// JobAttempts reached MaxAttempts. The decision is made in the UPDATE from
+// the stored counter, which only Start moves.
+func (s *Store) Fail(ctx context.Context, l *Lease, retryAt time.Time) error {
+	id := l.Token + ":fail"
+	now := s.now()
+	if retryAt.IsZero() {
+		retryAt = now
+	}
+	err := s.apply(ctx, s.pol.Finish, change{op: "taskstore.fail", id: id, taskID: l.Task.ID, from: Running, lease: l.Token, at: now,
+		update: s.q.fail, args: []any{retryAt.UnixMicro(), l.Task.ID, l.Token}})
+	s.record(Entry{Kind: OpFail, ID: id, TaskID: l.Task.ID}, err)
+	return err
+}
+
+// Recover returns tasks whose lease expired to the queue (a Running task
+// whose attempts are spent goes to Failed), each with an audit row, and
+// reports how many it moved. It is the pass that heals whatever a failed
+// write left stale: a claim nobody knows it holds, a worker that died.
+//
+// Recover is idempotent by construction: each release is guarded on the
+// lease token it found and audited under "expire:" + that token, so a replay
+// after an ambiguous COMMIT finds nothing left to release. It is replayed
+// freely.
+func (s *Store) Recover(ctx context.Context) (int, error) {
+	var moved int
+	err := sqlretry.RunTx(ctx, s.db, s.pol.Recover, sqlretry.Idempotent("taskstore.recover"), nil, func(ctx context.Context, tx *sql.Tx) error {
+		moved = 0
+		now := s.now()
+		rows, err := tx.QueryContext(ctx, s.q.expired, now.UnixMicro(), s.batch)
+		if err != nil {
+			return err
+		}
+		type exp struct{ id, status, token string }
+		var found []exp
+		for rows.Next() {
+			var e exp
+			var token sql.NullString
+			if err := rows.Scan(&e.id, &e.status, &token); err != nil {
+				rows.Close()
+				return err
+			}
+			e.token = token.String
+			found = append(found, e)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, e := range found {
+			res, err := tx.ExecContext(ctx, s.q.expire, now.UnixMicro(), e.id, nullStr(e.token), now.UnixMicro())
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 0 {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, s.q.insertAudit, ExpirePrefix+e.token, e.status, now.UnixMicro(), e.id); err != nil {
+				return err
+			}
+			moved++
+		}
+		return nil
+	})
+	return moved, err
+}
+
+// ExpirePrefix starts the transition id of every audit row Recover writes.
+const ExpirePrefix = "expire:"
+
+// A Handler runs one task. Its error fails the job attempt.
+type Handler func(ctx context.Context, t Task) error
+
+// Work runs one task end to end, the loop a worker repeats: Claim, Start
+// (the job attempt is counted as the handler starts, and the ledger, if
+// any, records the start), the handler, then Complete or Fail. It reports
+// whether a task was claimed. A storage error leaves the lease to expire,
+// and Recover returns the task to the queue; a caller's cancellation ends
+// Work without a Fail, so it never turns into a job retry.
+func (s *Store) Work(ctx context.Context, owner string, h Handler, retryDelay time.Duration) (bool, error) {
+	l, err := s.Claim(ctx, owner)
+	if err != nil || l == nil {
+		return false, err
+	}
+	if err := s.Start(ctx, l); err != nil {
+		return true, err
+	}
+	if s.ledger != nil {
+		s.ledger.HandlerStarted(l.Task.ID)
+	}
+	herr := h(ctx, l.Task)
+	if ctx.Err() != nil {
+		return true, ctx.Err()
+	}
+	if herr != nil {
+		return true, s.Fail(ctx, l, s.now().Add(retryDelay))
+	}
+	return true, s.Complete(ctx, l)
+}
