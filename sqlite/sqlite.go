@@ -1,0 +1,204 @@
+package sqlite
+
+import (
+	"cmp"
+	"errors"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	sr "github.com/sqlretry/sqlretry"
+)
+
+// Entry is one row of the classification table.
+type Entry struct {
+	// Code is the result code as a decimal number: "517". Lookup also takes
+	// the name, Class.Code.
+	Code string
+	// Number is the result code, primary or extended.
+	Number int
+	// Class is the verdict; Class.Code is the name, "SQLITE_BUSY_SNAPSHOT".
+	Class sr.Class
+	// Source says where the verdict comes from.
+	Source string
+}
+
+// coder is modernc.org/sqlite's *sqlite.Error: Code() is the extended
+// result code (modernc turns extended codes on for every connection).
+type coder interface {
+	error
+	Code() int
+}
+
+// mattnPkg is github.com/mattn/go-sqlite3's import path; its Error has no
+// method to read the code by, so its fields are read by reflection.
+const mattnPkg = "github.com/mattn/go-sqlite3"
+
+var (
+	byNumber = map[int]sr.Class{}
+	byName   = map[string]int{}
+	rows     []Entry // sorted by Number
+)
+
+func init() {
+	for _, e := range entries {
+		if _, dup := byNumber[e.Number]; dup {
+			panic("sqlite: result code " + e.Code + " listed twice")
+		}
+		byNumber[e.Number] = e.Class
+		byName[e.Class.Code] = e.Number
+		rows = append(rows, e)
+	}
+	for n, name := range names {
+		byName[name] = n
+	}
+	slices.SortFunc(rows, func(a, b Entry) int { return cmp.Compare(a.Number, b.Number) })
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// Classifier is the SQLite [sr.Classifier] for modernc.org/sqlite and
+// github.com/mattn/go-sqlite3: pass it as sqlretry.Config.Classifier. It is
+// safe for concurrent use.
+var Classifier sr.Classifier = sr.ClassifierFunc(Classify)
+
+var panicked = sr.Class{Phase: sr.Unknown, Code: "panic", Reason: "the error's methods panicked while being classified: not retried"}
+
+// Classify gives SQLite's verdict on err: modernc.org/sqlite's errors through
+// their Code() method, mattn/go-sqlite3's sqlite3.Error by its fields, read
+// by reflection so as not to import it (cgo), and anything else by
+// [sr.ClassifyNeutral]. An extended code that is not listed is read as its
+// primary code. It never panics.
+func Classify(err error) sr.Class { return classify(err, mattnPkg) }
+
+// classify is Classify with mattn's import path a parameter, for tests.
+func classify(err error, mattn string) (c sr.Class) {
+	if err == nil {
+		return sr.ClassifyNeutral(nil)
+	}
+	defer func() {
+		if recover() != nil {
+			c = panicked
+		}
+	}()
+	if e, ok := errors.AsType[coder](err); ok {
+		return byCode(e.Code())
+	}
+	if n, ok := mattnCode(err, mattn); ok {
+		return byCode(n)
+	}
+	return sr.ClassifyNeutral(err)
+}
+
+// byCode classifies a result code: the extended row, else the primary's.
+func byCode(n int) sr.Class {
+	if c, ok := byNumber[n]; ok {
+		return c
+	}
+	if c, ok := byNumber[n&0xff]; ok {
+		return c
+	}
+	name, ok := names[n&0xff]
+	if !ok {
+		name = "SQLITE_RC_" + itoa(n)
+	}
+	return sr.Class{Phase: sr.NotApplied, Code: name, Reason: "result code not listed as transient: not retried"}
+}
+
+// mattnCode finds a mattn/go-sqlite3 error (type pkg.Error, or the ErrNo and
+// ErrNoExtended codes themselves) in err's tree and returns its extended
+// code, or its primary code when the extended one is 0.
+func mattnCode(err error, pkg string) (int, bool) {
+	for depth := 0; err != nil && depth < 32; depth++ {
+		t := reflect.TypeOf(err)
+		if t.PkgPath() == pkg {
+			v := reflect.ValueOf(err)
+			switch {
+			case t.Kind() == reflect.Struct && t.Name() == "Error":
+				ext, code := v.FieldByName("ExtendedCode"), v.FieldByName("Code")
+				if ext.IsValid() && ext.CanInt() && ext.Int() != 0 {
+					return int(ext.Int()), true
+				}
+				if code.IsValid() && code.CanInt() {
+					return int(code.Int()), true
+				}
+			case (t.Name() == "ErrNo" || t.Name() == "ErrNoExtended") && v.CanInt():
+				return int(v.Int()), true
+			}
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if n, ok := mattnCode(e, pkg); ok {
+					return n, true
+				}
+			}
+			return 0, false
+		default:
+			return 0, false
+		}
+	}
+	return 0, false
+}
+
+// Lookup returns SQLite's verdict on a bare result code, given as a number
+// ("517") or a name ("SQLITE_BUSY_SNAPSHOT", any case), as the command sees
+// it: ok is false when the code is not listed (it is then not retryable) or
+// malformed (see [ValidCode]). An unlisted extended code is read as its
+// primary code, which counts as listed.
+func Lookup(code string) (sr.Class, bool) {
+	n, err := parse(code)
+	if err != nil {
+		return sr.Class{Phase: sr.Unknown, Code: code, Reason: "malformed result code"}, false
+	}
+	if c, ok := byNumber[n]; ok {
+		return c, true
+	}
+	if c, ok := byNumber[n&0xff]; ok {
+		c.Reason = "extended code " + itoa(n) + " read as its primary " + c.Code + ": " + c.Reason
+		return c, true
+	}
+	return byCode(n), false
+}
+
+// ValidCode reports why code is neither a result code number (0 to 65535)
+// nor a known result code name, or nil.
+func ValidCode(code string) error {
+	_, err := parse(code)
+	return err
+}
+
+func parse(code string) (int, error) {
+	if code == "" {
+		return 0, errors.New("SQLite result code is empty; want a number like 5 or a name like SQLITE_BUSY")
+	}
+	if c := code[0]; c < '0' || c > '9' {
+		if n, ok := byName[strings.ToUpper(code)]; ok {
+			return n, nil
+		}
+		return 0, errors.New("SQLite result code " + quote(code) + " is neither a number nor a known name like SQLITE_BUSY")
+	}
+	for i := 0; i < len(code); i++ {
+		if code[i] < '0' || code[i] > '9' {
+			return 0, errors.New("SQLite result code " + quote(code) + " must be decimal digits, like 517, or a name")
+		}
+	}
+	n, err := strconv.ParseUint(code, 10, 16)
+	if err != nil {
+		return 0, errors.New("SQLite result code " + quote(code) + " is out of range (0 to 65535)")
+	}
+	return int(n), nil
+}
+
+func quote(s string) string {
+	if len(s) > 40 {
+		s = s[:40] + "..."
+	}
+	return strconv.Quote(s)
+}
+
+// Table returns the whole table sorted by number: a fresh copy each call.
+func Table() []Entry { return slices.Clone(rows) }
