@@ -160,6 +160,24 @@ func (c *conn) failed(err error) error {
 	return err
 }
 
+// probe decides, for an inner connection without a Validator (pgx's
+// stdlib), whether a retryable failure left it unusable: it pings it, which
+// for pgx costs nothing on a closed connection. It runs outside
+// transactions, on failures only, and returns err.
+func (c *conn) probe(ctx context.Context, err error) error {
+	if c.broken || c.validator != nil || c.pinger == nil || !c.c.p.Classify(err).Retryable {
+		return err
+	}
+	if c.pinger.Ping(ctx) != nil {
+		c.broken = true
+	}
+	return err
+}
+
+// sessionState returns the inner connection and whether it is known to be
+// unusable, for RunTx's check after a failed COMMIT.
+func (c *conn) sessionState() (driver.Conn, bool) { return c.inner, c.broken }
+
 // unusable reports whether err left the connection unusable.
 func unusable(err error, v driver.Validator) bool {
 	if errors.Is(err, driver.ErrBadConn) {
@@ -222,12 +240,12 @@ func (c *conn) retry(ctx context.Context, op Op, firstErr error, fn func(ctx con
 			return err
 		}
 		if err := fn(ctx); err != nil {
-			return c.failed(err)
+			return c.probe(ctx, c.failed(err))
 		}
 		return nil
 	}
 	if firstErr != nil {
-		firstErr = c.failed(firstErr)
+		firstErr = c.probe(ctx, c.failed(firstErr))
 	}
 	return hideBadConn(c.c.p.run(ctx, op, attempt, firstErr, c.c.p.schedule))
 }

@@ -172,7 +172,7 @@ func (t *txRun) attempt(ctx context.Context) error {
 		t.stage = stageBody
 	case t.pq && errors.Is(err, driver.ErrBadConn):
 		return &ambiguousBadConn{err}
-	case t.p.Classify(err).Phase == NotApplied && sessionEnded(conn):
+	case t.p.Classify(err).Phase == NotApplied && sessionEnded(ctx, conn):
 		// A rollback the server reports and survives (a serialization
 		// failure, a deadlock, a deferred constraint) proves COMMIT failed.
 		// A session that ended in reply to COMMIT (PostgreSQL 57P01 after
@@ -182,14 +182,26 @@ func (t *txRun) attempt(ctx context.Context) error {
 	return err
 }
 
-// sessionEnded reports whether the driver connection under conn reports
-// itself invalid (driver.Validator). Without a Validator it cannot tell,
-// and reports false.
-func sessionEnded(conn *sql.Conn) bool {
+// sessionEnded reports whether the driver connection under conn is
+// unusable: by its driver.Validator, or, for a driver without one (pgx's
+// stdlib), by a ping. Under a [Connector], it looks at the inner
+// connection, which the Connector would otherwise replace underneath. With
+// neither interface it cannot tell, and reports false.
+func sessionEnded(ctx context.Context, conn *sql.Conn) bool {
 	ended := false
 	_ = conn.Raw(func(dc any) error {
+		if w, ok := dc.(interface{ sessionState() (driver.Conn, bool) }); ok {
+			inner, broken := w.sessionState()
+			if broken || inner == nil {
+				ended = true
+				return nil
+			}
+			dc = inner
+		}
 		if v, ok := dc.(driver.Validator); ok {
 			ended = !v.IsValid()
+		} else if p, ok := dc.(driver.Pinger); ok {
+			ended = p.Ping(ctx) != nil
 		}
 		return nil
 	})
