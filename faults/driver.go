@@ -141,16 +141,16 @@ func (c *connector) Close() error {
 // from two goroutines at once, so only dead, which Close and IsValid read,
 // is atomic.
 type conn struct {
-	inner  driver.Conn
-	plan   *Plan
-	tx     *tx // the open transaction, nil outside one
+	inner driver.Conn
+	plan  *Plan
+	tx    *tx // the open transaction, nil outside one
 	// skipped is an exec or query the inner driver answered with
 	// driver.ErrSkip: database/sql comes back with a prepare and a
 	// statement call for the same text, which take over its decision so
 	// the call is counted, delayed and faulted once.
 	skipped *skippedCall
-	dead   atomic.Bool
-	closed bool
+	dead    atomic.Bool
+	closed  bool
 }
 
 // Unwrap returns the inner driver connection, for code that needs a driver's

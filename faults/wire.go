@@ -1,0 +1,329 @@
+package faults
+
+import (
+	"encoding/binary"
+	"strings"
+)
+
+// Protocol is the wire protocol a [Proxy] parses to recognise COMMIT.
+type Protocol string
+
+// The protocols a Proxy understands.
+const (
+	// ProtocolAuto (also "") detects the protocol from the client's first
+	// message: a PostgreSQL startup, SSL or GSS request, or a MySQL
+	// handshake response.
+	ProtocolAuto     Protocol = "auto"
+	ProtocolPostgres Protocol = "postgres"
+	ProtocolMySQL    Protocol = "mysql"
+)
+
+// ParseProtocol parses "auto", "" , "postgres" (or "pg") and "mysql" (or
+// "mariadb").
+func ParseProtocol(s string) (Protocol, error) {
+	switch strings.ToLower(s) {
+	case "", "auto":
+		return ProtocolAuto, nil
+	case "postgres", "postgresql", "pg":
+		return ProtocolPostgres, nil
+	case "mysql", "mariadb":
+		return ProtocolMySQL, nil
+	}
+	return "", &protocolError{s}
+}
+
+type protocolError struct{ s string }
+
+func (e *protocolError) Error() string {
+	return "faults: unknown protocol " + `"` + e.s + `"` + " (want auto, postgres or mysql)"
+}
+
+// maxParsed is the largest message whose text the parsers look at; larger
+// ones (bulk data, huge statements) are skipped unread.
+const maxParsed = 1 << 20
+
+// A streamParser reads the client-to-server byte stream of one connection
+// and counts the COMMIT statements in it. Chunks may split messages anywhere.
+type streamParser interface {
+	feed(b []byte) (commits int)
+}
+
+func newParser(p Protocol) streamParser {
+	switch p {
+	case ProtocolPostgres:
+		return &pgParser{startup: true}
+	case ProtocolMySQL:
+		return &myParser{}
+	}
+	return &autoParser{}
+}
+
+// autoParser buffers the client's first 8 bytes, then hands the stream to the
+// parser they identify; a stream it cannot identify is passed unparsed.
+type autoParser struct {
+	buf   []byte
+	inner streamParser
+	off   bool
+}
+
+func (a *autoParser) feed(b []byte) int {
+	switch {
+	case a.inner != nil:
+		return a.inner.feed(b)
+	case a.off:
+		return 0
+	}
+	a.buf = append(a.buf, b...)
+	if len(a.buf) < 8 {
+		return 0
+	}
+	switch code := binary.BigEndian.Uint32(a.buf[4:8]); {
+	case code == pgProtocol3 || code == pgSSLRequest || code == pgGSSENCRequest || code == pgCancelRequest:
+		a.inner = &pgParser{startup: true}
+	case a.buf[3] == 1: // a MySQL client's first packet, the handshake response, has sequence id 1
+		a.inner = &myParser{}
+	default:
+		a.off = true
+		return 0
+	}
+	buf := a.buf
+	a.buf = nil
+	return a.inner.feed(buf)
+}
+
+// PostgreSQL frontend protocol codes (protocol.html, "Message Formats").
+const (
+	pgProtocol3     = 196608   // StartupMessage, protocol 3.0
+	pgSSLRequest    = 80877103 // SSLRequest
+	pgGSSENCRequest = 80877104 // GSSENCRequest
+	pgCancelRequest = 80877102 // CancelRequest
+)
+
+// pgParser follows the PostgreSQL frontend stream: untyped startup-phase
+// messages (length, code), then typed messages (type byte, length). It
+// recognises COMMIT and END in simple Query ('Q') and extended-protocol Parse
+// ('P') messages. A TLS or GSS-encrypted stream turns it off.
+type pgParser struct {
+	buf     []byte
+	skip    int // bytes of an oversized message still to discard
+	startup bool
+	off     bool
+}
+
+func (p *pgParser) feed(b []byte) int {
+	if p.off {
+		return 0
+	}
+	if p.skip > 0 {
+		k := min(p.skip, len(b))
+		p.skip -= k
+		b = b[k:]
+	}
+	p.buf = append(p.buf, b...)
+	commits := 0
+	for !p.off {
+		if p.startup {
+			if len(p.buf) > 0 && p.buf[0] != 0 { // a TLS ClientHello (0x16) or garbage, not a startup length
+				p.off = true
+				break
+			}
+			if len(p.buf) < 8 {
+				break
+			}
+			n := int(binary.BigEndian.Uint32(p.buf[0:4]))
+			if n < 8 || n > 10000 {
+				p.off = true
+				break
+			}
+			if len(p.buf) < n {
+				break
+			}
+			switch binary.BigEndian.Uint32(p.buf[4:8]) {
+			case pgSSLRequest, pgGSSENCRequest, pgCancelRequest:
+				// still in the startup phase: next comes TLS (turning us
+				// off above), or a StartupMessage after the server's 'N'
+			default:
+				p.startup = false
+			}
+			p.buf = p.buf[n:]
+			continue
+		}
+		if len(p.buf) < 5 {
+			break
+		}
+		typ := p.buf[0]
+		n := int(binary.BigEndian.Uint32(p.buf[1:5]))
+		if n < 4 {
+			p.off = true
+			break
+		}
+		total := 1 + n
+		if total > maxParsed { // too big to be a COMMIT: discard it unread
+			if len(p.buf) >= total {
+				p.buf = p.buf[total:]
+				continue
+			}
+			p.skip = total - len(p.buf)
+			p.buf = nil
+			break
+		}
+		if len(p.buf) < total {
+			break
+		}
+		body := p.buf[5:total]
+		switch typ {
+		case 'Q': // Query: the statement text, NUL-terminated
+			if isCommit(cstring(body), true) {
+				commits++
+			}
+		case 'P': // Parse: statement name, then the query text
+			if i := indexNUL(body); i >= 0 && isCommit(cstring(body[i+1:]), true) {
+				commits++
+			}
+		}
+		p.buf = p.buf[total:]
+	}
+	if len(p.buf) == 0 {
+		p.buf = nil // let a large buffer go
+	}
+	return commits
+}
+
+// myParser follows the MySQL client stream: packets of a 3-byte
+// little-endian payload length, a sequence id and the payload. In the
+// command phase each command is a packet with sequence id 0; COM_QUERY
+// (0x03) carries the statement text. A client that asks for TLS turns it off.
+type myParser struct {
+	buf  []byte
+	skip int
+	off  bool
+}
+
+const (
+	myComQuery  = 0x03
+	myClientSSL = 0x0800 // CLIENT_SSL capability flag
+)
+
+func (p *myParser) feed(b []byte) int {
+	if p.off {
+		return 0
+	}
+	if p.skip > 0 {
+		k := min(p.skip, len(b))
+		p.skip -= k
+		b = b[k:]
+	}
+	p.buf = append(p.buf, b...)
+	commits := 0
+	for !p.off && len(p.buf) >= 4 {
+		n := int(p.buf[0]) | int(p.buf[1])<<8 | int(p.buf[2])<<16
+		seq := p.buf[3]
+		total := 4 + n
+		if total > maxParsed { // too big to be a COMMIT: discard it unread
+			if len(p.buf) >= total {
+				p.buf = p.buf[total:]
+				continue
+			}
+			p.skip = total - len(p.buf)
+			p.buf = nil
+			break
+		}
+		if len(p.buf) < total {
+			break
+		}
+		payload := p.buf[4:total]
+		switch {
+		case seq == 1 && n == 32 && binary.LittleEndian.Uint32(payload[0:4])&myClientSSL != 0:
+			p.off = true // SSLRequest: a TLS handshake follows
+		case seq == 0 && n >= 1 && payload[0] == myComQuery:
+			if isCommit(string(payload[1:]), false) {
+				commits++
+			}
+		}
+		p.buf = p.buf[total:]
+	}
+	if len(p.buf) == 0 {
+		p.buf = nil
+	}
+	return commits
+}
+
+func indexNUL(b []byte) int {
+	for i, c := range b {
+		if c == 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+func cstring(b []byte) string {
+	if i := indexNUL(b); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
+}
+
+// isCommit reports whether any statement in text (statements separated by
+// semicolons outside quotes and comments) is a COMMIT, or for PostgreSQL an
+// END.
+func isCommit(text string, pg bool) bool {
+	for _, s := range splitStatements(text, pg) {
+		switch Verb(s) {
+		case "COMMIT":
+			return true
+		case "END":
+			if pg {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// splitStatements splits text at semicolons that are outside string
+// literals, quoted identifiers, comments and (for PostgreSQL) dollar quotes.
+func splitStatements(text string, pg bool) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(text); i++ {
+		switch c := text[i]; {
+		case c == '\'' || c == '"' || c == '`':
+			j := strings.IndexByte(text[i+1:], c)
+			if j < 0 {
+				return append(out, text[start:])
+			}
+			i += j + 1
+		case c == '-' && strings.HasPrefix(text[i:], "--"):
+			j := strings.IndexByte(text[i:], '\n')
+			if j < 0 {
+				return append(out, text[start:])
+			}
+			i += j
+		case c == '/' && strings.HasPrefix(text[i:], "/*"):
+			j := strings.Index(text[i+2:], "*/")
+			if j < 0 {
+				return append(out, text[start:])
+			}
+			i += j + 3
+		case c == '$' && pg:
+			// $tag$ ... $tag$, tag empty or an identifier
+			k := i + 1
+			for k < len(text) && (text[k] == '_' || text[k] >= 'a' && text[k] <= 'z' || text[k] >= 'A' && text[k] <= 'Z' || text[k] >= '0' && text[k] <= '9') {
+				k++
+			}
+			if k < len(text) && text[k] == '$' {
+				tag := text[i : k+1]
+				j := strings.Index(text[k+1:], tag)
+				if j < 0 {
+					return append(out, text[start:])
+				}
+				i = k + j + len(tag)
+			}
+		case c == ';':
+			out = append(out, text[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, text[start:])
+}

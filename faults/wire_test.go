@@ -1,0 +1,151 @@
+package faults
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+func encode(t *testing.T, msgs ...pgproto3.FrontendMessage) []byte {
+	t.Helper()
+	var b []byte
+	for _, m := range msgs {
+		var err error
+		if b, err = m.Encode(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b
+}
+
+func myPacket(seq byte, payload []byte) []byte {
+	n := len(payload)
+	return append([]byte{byte(n), byte(n >> 8), byte(n >> 16), seq}, payload...)
+}
+
+func myQuery(q string) []byte { return myPacket(0, append([]byte{myComQuery}, q...)) }
+
+func myHandshake(caps uint32, n int) []byte {
+	p := make([]byte, n)
+	binary.LittleEndian.PutUint32(p, caps)
+	return myPacket(1, p)
+}
+
+// feedAll feeds stream in chunks of size (0: all at once) and sums the
+// COMMITs found.
+func feedAll(p streamParser, stream []byte, size int) int {
+	if size <= 0 {
+		return p.feed(stream)
+	}
+	n := 0
+	for len(stream) > 0 {
+		k := min(size, len(stream))
+		n += p.feed(stream[:k])
+		stream = stream[k:]
+	}
+	return n
+}
+
+func TestParsersFindCommit(t *testing.T) {
+	startup := &pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersionNumber, Parameters: map[string]string{"user": "postgres"}}
+	tests := []struct {
+		name   string
+		proto  Protocol
+		stream func(t *testing.T) []byte
+		want   int
+	}{
+		{"pg simple commit", ProtocolPostgres, func(t *testing.T) []byte {
+			return encode(t, startup, &pgproto3.Query{String: "begin"}, &pgproto3.Query{String: "insert into t values (1)"}, &pgproto3.Query{String: "commit"})
+		}, 1},
+		{"pg END and COMMIT AND CHAIN", ProtocolPostgres, func(t *testing.T) []byte {
+			return encode(t, startup, &pgproto3.Query{String: "  END"}, &pgproto3.Query{String: "/* c */ COMMIT AND CHAIN"})
+		}, 2},
+		{"pg extended-protocol Parse of COMMIT", ProtocolPostgres, func(t *testing.T) []byte {
+			return encode(t, startup, &pgproto3.Parse{Name: "s1", Query: "COMMIT"}, &pgproto3.Bind{PreparedStatement: "s1"}, &pgproto3.Execute{}, &pgproto3.Sync{})
+		}, 1},
+		{"pg batch ending in commit", ProtocolPostgres, func(t *testing.T) []byte {
+			return encode(t, startup, &pgproto3.Query{String: "BEGIN; INSERT INTO t VALUES ('a;commit'); COMMIT;"})
+		}, 1},
+		{"pg no commit: rollback, END inside a DO body, commit in a string", ProtocolPostgres, func(t *testing.T) []byte {
+			return encode(t, startup,
+				&pgproto3.Query{String: "rollback"},
+				&pgproto3.Query{String: "DO $body$ BEGIN PERFORM 1; END $body$"},
+				&pgproto3.Query{String: "select 'commit'"},
+				&pgproto3.Parse{Query: "insert into t values ($1)"})
+		}, 0},
+		{"pg after SSLRequest refused", ProtocolPostgres, func(t *testing.T) []byte {
+			return append(encode(t, &pgproto3.SSLRequest{}, startup), encode(t, &pgproto3.Query{String: "commit"})...)
+		}, 1},
+		{"pg TLS turns the parser off", ProtocolPostgres, func(t *testing.T) []byte {
+			return append(encode(t, &pgproto3.SSLRequest{}), 0x16, 3, 1, 0, 5, 'c', 'o', 'm', 'm', 'i', 't')
+		}, 0},
+		{"auto detects pg", ProtocolAuto, func(t *testing.T) []byte {
+			return encode(t, startup, &pgproto3.Query{String: "commit"})
+		}, 1},
+		{"mysql COM_QUERY COMMIT", ProtocolMySQL, func(t *testing.T) []byte {
+			s := myHandshake(0x000fa685, 60)
+			s = append(s, myQuery("START TRANSACTION")...)
+			s = append(s, myQuery("INSERT INTO t VALUES (1)")...)
+			return append(s, myQuery("COMMIT")...)
+		}, 1},
+		{"mysql END is not a commit", ProtocolMySQL, func(t *testing.T) []byte {
+			return append(myHandshake(0x000fa685, 60), myQuery("END")...)
+		}, 0},
+		{"mysql SSL request turns the parser off", ProtocolMySQL, func(t *testing.T) []byte {
+			return append(myHandshake(0x000fa685|myClientSSL, 32), myQuery("COMMIT")...)
+		}, 0},
+		{"auto detects mysql", ProtocolAuto, func(t *testing.T) []byte {
+			return append(myHandshake(0x000fa685, 60), myQuery("commit")...)
+		}, 1},
+		{"auto leaves an unknown stream alone", ProtocolAuto, func(t *testing.T) []byte {
+			return []byte("GET / HTTP/1.1\r\n\r\ncommit")
+		}, 0},
+	}
+	for _, tt := range tests {
+		stream := tt.stream(t)
+		for _, size := range []int{0, 1, 3, 7} {
+			if got := feedAll(newParser(tt.proto), stream, size); got != tt.want {
+				t.Errorf("%s, chunks of %d: got %d commits, want %d", tt.name, size, got, tt.want)
+			}
+		}
+	}
+}
+
+func TestParserSkipsHugeMessages(t *testing.T) {
+	big := make([]byte, maxParsed+10)
+	for i := range big {
+		big[i] = 'x'
+	}
+	startup := &pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersionNumber, Parameters: map[string]string{"user": "u"}}
+	pg := encode(t, startup, &pgproto3.Query{String: string(big)}, &pgproto3.Query{String: "commit"})
+	my := append(myHandshake(0x000fa685, 60), myQuery(string(big))...)
+	my = append(my, myQuery("commit")...)
+	for _, tt := range []struct {
+		name   string
+		proto  Protocol
+		stream []byte
+	}{{"pg", ProtocolPostgres, pg}, {"mysql", ProtocolMySQL, my}} {
+		for _, size := range []int{0, 32 << 10} {
+			if got := feedAll(newParser(tt.proto), tt.stream, size); got != 1 {
+				t.Errorf("%s, chunks of %d: got %d commits after a huge message, want 1", tt.name, size, got)
+			}
+		}
+	}
+}
+
+func TestVerb(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"insert into t", "INSERT"},
+		{"  -- note\n /* x */ (SELECT 1)", "SELECT"},
+		{"/* unterminated", ""},
+		{"-- only a comment", ""},
+		{"", ""},
+		{"with x as (select 1) update t", "WITH"},
+	}
+	for _, tt := range tests {
+		if got := Verb(tt.in); got != tt.want {
+			t.Errorf("Verb(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
