@@ -288,14 +288,14 @@ func pid(t *testing.T, s session) int64 {
 	return n
 }
 
-// forEachDriver runs f for each driver in a subtest. The drivers share one
-// fresh database; each gets its own table, whose name f receives, holding
-// (id int primary key, v int) rows 1 and 2.
-func forEachDriver(t *testing.T, f func(t *testing.T, d pgDriver, dsn, tbl string)) {
-	dsn := dbtest.FreshPostgres(t)
+// forEachDriver runs f for each driver in a subtest, on the database dsn.
+// Each run gets its own table, whose name f receives, holding (id int
+// primary key, v int) rows 1 and 2.
+func forEachDriver(t *testing.T, dsn string, f func(t *testing.T, d pgDriver, dsn, tbl string)) {
+	scenario := strings.ReplaceAll(t.Name()[strings.LastIndex(t.Name(), "/")+1:], "-", "_")
 	for _, d := range pgDrivers {
 		t.Run(d.name, func(t *testing.T) {
-			tbl := "t_" + strings.ReplaceAll(d.name, "-", "_")
+			tbl := scenario + "_" + strings.ReplaceAll(d.name, "-", "_")
 			s := connect(t, d, dsn)
 			mustExec(t, s, "CREATE TABLE "+tbl+" (id int PRIMARY KEY, v int NOT NULL)", "INSERT INTO "+tbl+" VALUES (1, 0), (2, 0)")
 			s.close()
@@ -304,11 +304,31 @@ func forEachDriver(t *testing.T, f func(t *testing.T, d pgDriver, dsn, tbl strin
 	}
 }
 
-// TestIntegrationDeadlock: A locks row 1, B locks row 2, A waits for row 2,
+// TestIntegration runs the scenarios that need only the shared server, all
+// in one fresh database (creating and dropping a database costs about a
+// second each on the shared server).
+func TestIntegration(t *testing.T) {
+	dsn := dbtest.FreshPostgres(t)
+	for _, sc := range []struct {
+		name string
+		run  func(t *testing.T, dsn string)
+	}{
+		{"deadlock", testDeadlock},
+		{"serialization-failure", testSerializationFailure},
+		{"lock-not-available", testLockNotAvailable},
+		{"statement-timeout", testStatementTimeout},
+		{"terminate-backend", testTerminateBackend},
+		{"permanent", testPermanent},
+	} {
+		t.Run(sc.name, func(t *testing.T) { sc.run(t, dsn) })
+	}
+}
+
+// testDeadlock: A locks row 1, B locks row 2, A waits for row 2,
 // B asks for row 1. B's deadlock_timeout is short and A's long, so B is
 // the one the server picks as the victim: 40P01, not applied.
-func TestIntegrationDeadlock(t *testing.T) {
-	forEachDriver(t, func(t *testing.T, d pgDriver, dsn, tbl string) {
+func testDeadlock(t *testing.T, dsn string) {
+	forEachDriver(t, dsn, func(t *testing.T, d pgDriver, dsn, tbl string) {
 		a, b, adm := connect(t, d, dsn), connect(t, d, dsn), admin(t, dsn)
 		mustExec(t, a, "SET deadlock_timeout = '60s'", "BEGIN", "UPDATE "+tbl+" SET v = v + 1 WHERE id = 1")
 		mustExec(t, b, "SET deadlock_timeout = '20ms'", "BEGIN", "UPDATE "+tbl+" SET v = v + 1 WHERE id = 2")
@@ -326,11 +346,11 @@ func TestIntegrationDeadlock(t *testing.T) {
 	})
 }
 
-// TestIntegrationSerializationFailure provokes 40001 twice under
+// testSerializationFailure provokes 40001 twice under
 // SERIALIZABLE: a concurrent update of a row the transaction then updates,
 // and write skew found at COMMIT.
-func TestIntegrationSerializationFailure(t *testing.T) {
-	forEachDriver(t, func(t *testing.T, d pgDriver, dsn, tbl string) {
+func testSerializationFailure(t *testing.T, dsn string) {
+	forEachDriver(t, dsn, func(t *testing.T, d pgDriver, dsn, tbl string) {
 		t.Run("concurrent-update", func(t *testing.T) {
 			a, b := connect(t, d, dsn), connect(t, d, dsn)
 			mustExec(t, a, "BEGIN ISOLATION LEVEL SERIALIZABLE", "SELECT v FROM "+tbl+" WHERE id = 1")
@@ -352,9 +372,9 @@ func TestIntegrationSerializationFailure(t *testing.T) {
 	})
 }
 
-// TestIntegrationLockNotAvailable: lock_timeout and NOWAIT both give 55P03.
-func TestIntegrationLockNotAvailable(t *testing.T) {
-	forEachDriver(t, func(t *testing.T, d pgDriver, dsn, tbl string) {
+// testLockNotAvailable: lock_timeout and NOWAIT both give 55P03.
+func testLockNotAvailable(t *testing.T, dsn string) {
+	forEachDriver(t, dsn, func(t *testing.T, d pgDriver, dsn, tbl string) {
 		holder, b := connect(t, d, dsn), connect(t, d, dsn)
 		mustExec(t, holder, "BEGIN", "UPDATE "+tbl+" SET v = v + 1 WHERE id = 1")
 		mustExec(t, b, "SET lock_timeout = '50ms'")
@@ -367,10 +387,10 @@ func TestIntegrationLockNotAvailable(t *testing.T) {
 	})
 }
 
-// TestIntegrationStatementTimeout: statement_timeout gives 57014, which the
+// testStatementTimeout: statement_timeout gives 57014, which the
 // classifier deliberately does not retry (doc.go, "query_canceled").
-func TestIntegrationStatementTimeout(t *testing.T) {
-	forEachDriver(t, func(t *testing.T, d pgDriver, dsn, tbl string) {
+func testStatementTimeout(t *testing.T, dsn string) {
+	forEachDriver(t, dsn, func(t *testing.T, d pgDriver, dsn, tbl string) {
 		s := connect(t, d, dsn)
 		mustExec(t, s, "SET statement_timeout = '50ms'")
 		err := s.exec(ctxT(t), "SELECT pg_sleep(30)")
@@ -378,10 +398,10 @@ func TestIntegrationStatementTimeout(t *testing.T) {
 	})
 }
 
-// TestIntegrationTerminateBackend ends a busy and an idle session with
+// testTerminateBackend ends a busy and an idle session with
 // pg_terminate_backend and classifies what the session's own call and its
 // next call report.
-func TestIntegrationTerminateBackend(t *testing.T) {
+func testTerminateBackend(t *testing.T, dsn string) {
 	// What each driver reports. A session killed while idle has sent the
 	// client a FATAL 57P01 and closed its socket: the client's next write
 	// draws a reset, so its read returns either the FATAL or ECONNRESET.
@@ -411,7 +431,7 @@ func TestIntegrationTerminateBackend(t *testing.T) {
 			idleNext: []want{{true, sr.Unknown, "bad-conn"}, connDone},
 		},
 	}
-	forEachDriver(t, func(t *testing.T, d pgDriver, dsn, tbl string) {
+	forEachDriver(t, dsn, func(t *testing.T, d pgDriver, dsn, tbl string) {
 		w := byDriver[d.name]
 		adm := admin(t, dsn)
 		terminate := func(pid int64) {
@@ -453,10 +473,10 @@ func TestIntegrationTerminateBackend(t *testing.T) {
 	})
 }
 
-// TestIntegrationPermanent: syntax, unique violation, missing table,
+// testPermanent: syntax, unique violation, missing table,
 // permission denied, unknown database and unknown role are not retried.
-func TestIntegrationPermanent(t *testing.T) {
-	forEachDriver(t, func(t *testing.T, d pgDriver, dsn, tbl string) {
+func testPermanent(t *testing.T, dsn string) {
+	forEachDriver(t, dsn, func(t *testing.T, d pgDriver, dsn, tbl string) {
 		s := connect(t, d, dsn)
 		role := "sqlretry_noperm_" + randHex(t)
 		mustExec(t, s, "CREATE ROLE "+role+" NOLOGIN")
