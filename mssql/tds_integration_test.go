@@ -207,3 +207,29 @@ func TestTDSTransportFailures(t *testing.T) {
 		}
 	})
 }
+
+func TestTDSFatalErrors(t *testing.T) {
+	// Severity 20 and above ends the session: go-mssqldb returns an
+	// mssql.ServerError wrapping the mssql.Error. Classify reads through it.
+	want40197, _ := mssql.Lookup("40197")
+	for _, tc := range []struct {
+		number int32
+		want   sr.Class
+	}{
+		{40197, want40197}, // Azure SQL failover, reported at severity 20
+		{31315, sr.Class{Phase: sr.Unknown}},
+	} {
+		srv := tdstest.Start(t, tdstest.Script{Rules: []tdstest.Rule{
+			{Reply: tdstest.Reply{Error: &tdstest.Error{Number: tc.number, Class: 20, Message: "fatal", Fatal: true}}},
+		}})
+		_, err := openTDS(t, srv).ExecContext(tdsContext(t), "UPDATE t SET x = 1")
+		var se msdriver.ServerError
+		if !errors.As(err, &se) {
+			t.Fatalf("%d: Exec got %v (%T), want an mssql.ServerError", tc.number, err, err)
+		}
+		c := mssql.Classify(err)
+		if c.Retryable != tc.want.Retryable || c.Phase != tc.want.Phase || c.Code != strconv.Itoa(int(tc.number)) {
+			t.Errorf("%d: Classify got %+v, want retryable %v phase %v", tc.number, c, tc.want.Retryable, tc.want.Phase)
+		}
+	}
+}

@@ -140,6 +140,12 @@ type Error struct {
 	// deadlock victim (1205): the responder sends ENVCHANGE rollback before
 	// the error, and go-mssqldb forgets the transaction.
 	AbortsTx bool
+	// Fatal marks the error as one that ends the session, as SQL Server
+	// does at severity 20 and above: the DONE carries DONE_SRVERROR
+	// (go-mssqldb returns an mssql.ServerError wrapping the mssql.Error and
+	// drops the connection) and the responder closes the connection after
+	// the reply. An open transaction is rolled back.
+	Fatal bool
 }
 
 // ColumnType is a result column's SQL type.

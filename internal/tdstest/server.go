@@ -542,6 +542,11 @@ func (s *Server) statement(c *conn, m message) bool {
 			s.mu.Unlock()
 		}
 		t.errorToken(e, ServerName)
+		if e.Fatal {
+			t.done(doneError|doneSrvErr, 0, 0)
+			s.finish(c, rep.Fault, t.b)
+			return false // the session is over; serve's exit rolls back an open transaction
+		}
 		t.done(doneError, 0, 0)
 		return s.finish(c, rep.Fault, t.b)
 	}

@@ -536,3 +536,24 @@ func TestSetScriptAndFunc(t *testing.T) {
 		t.Errorf("count: got %d, want 2", n)
 	}
 }
+
+func TestFatalErrorEndsTheSession(t *testing.T) {
+	srv := tdstest.Start(t, tdstest.Script{Rules: []tdstest.Rule{
+		{Match: "UPDATE", Times: 1, Reply: tdstest.Reply{Error: &tdstest.Error{Number: 4014, Class: 20, Message: "A fatal error occurred while reading the input stream from the network.", Fatal: true}}},
+	}})
+	db := open(t, srv, "")
+	db.SetMaxOpenConns(1)
+	ctx := ctxT(t)
+	_, err := db.ExecContext(ctx, "UPDATE t SET x = 1")
+	var se mssql.ServerError
+	var me mssql.Error
+	if !errors.As(err, &se) || !errors.As(err, &me) || me.Number != 4014 || me.Class != 20 {
+		t.Fatalf("Exec: got %v (%T), want an mssql.ServerError wrapping mssql.Error 4014 class 20", err, err)
+	}
+	if _, err := db.ExecContext(ctx, "UPDATE t SET x = 1"); err != nil {
+		t.Fatalf("second Exec: %v", err)
+	}
+	if got := srv.Connections(); got != 2 {
+		t.Errorf("connections: got %d, want 2 (the session ended with the fatal error)", got)
+	}
+}

@@ -38,10 +38,11 @@ const (
 
 // DONE status bits, [MS-TDS] 2.2.7.6.
 const (
-	doneFinal = 0x00
-	doneError = 0x02
-	doneCount = 0x10
-	doneAttn  = 0x20
+	doneFinal  = 0x00
+	doneError  = 0x02
+	doneCount  = 0x10
+	doneAttn   = 0x20
+	doneSrvErr = 0x100
 )
 
 // DONE CurCmd values (undocumented in [MS-TDS]; as SQL Server sends them).
