@@ -442,3 +442,63 @@ func runScenarios(t *testing.T, e engine) {
 func TestDriverSQLite(t *testing.T)   { runScenarios(t, sqliteEngine()) }
 func TestDriverPostgres(t *testing.T) { runScenarios(t, postgresEngine()) }
 func TestDriverMariaDB(t *testing.T)  { runScenarios(t, mysqlEngine()) }
+
+func TestDriverForwardsDriverFeatures(t *testing.T) {
+	e := sqliteEngine()
+	plan := faults.MustPlan(faults.Config{Rules: []faults.Rule{{Kind: faults.AppliedReplyLost, Verb: "INSERT", Nth: 2}}})
+	db, clean := e.open(t, e.dsn(t), plan)
+	if _, err := db.Exec("CREATE TABLE f (id INT PRIMARY KEY, v VARCHAR(10))"); err != nil {
+		t.Fatal(err)
+	}
+	// A prepared statement is faulted like a direct Exec, on its 2nd use.
+	st, err := db.Prepare("INSERT INTO f (id, v) VALUES (?, ?)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Exec(1, "a"); err != nil {
+		t.Fatalf("first prepared insert: %v", err)
+	}
+	_, err = st.Exec(2, "b")
+	wantPhase(t, err, faults.AppliedReplyLost, sqlretry.Unknown)
+	var n int
+	if err := clean.QueryRow("SELECT COUNT(*) FROM f").Scan(&n); err != nil || n != 2 {
+		t.Errorf("got %d rows, %v; want 2 (the reply-lost insert applied)", n, err)
+	}
+	// Named parameters reach the driver (NamedValueChecker, ExecerContext).
+	if _, err := db.Exec("INSERT INTO f (id, v) VALUES (:id, :v)", sql.Named("id", 3), sql.Named("v", "c")); err != nil {
+		t.Errorf("named parameters: %v", err)
+	}
+	// Rows are the driver's own: column type interfaces survive.
+	rows, err := db.Query("SELECT id, v FROM f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cts, err := rows.ColumnTypes()
+	rows.Close()
+	if err != nil || len(cts) != 2 || cts[0].DatabaseTypeName() != "INT" || cts[1].DatabaseTypeName() != "VARCHAR(10)" {
+		t.Errorf("got column types %v, %v; want INT and VARCHAR(10) from the driver", cts, err)
+	}
+	// sql.Conn.Raw reaches the driver's connection through Unwrap.
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	err = conn.Raw(func(dc any) error {
+		u, ok := dc.(interface{ Unwrap() driver.Conn })
+		if !ok {
+			return fmt.Errorf("got %T, want a wrapper with Unwrap", dc)
+		}
+		if _, ok := u.Unwrap().(driver.ConnBeginTx); !ok {
+			return fmt.Errorf("Unwrap() = %T, want the sqlite connection", u.Unwrap())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+	if got := plan.Counts().Statements["INSERT INTO f (id, v) VALUES (?, ?)"][faults.AppliedReplyLost]; got != 1 {
+		t.Errorf("got %d faults counted for the prepared INSERT, want 1", got)
+	}
+}

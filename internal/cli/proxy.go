@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/sqlretry/sqlretry/faults"
+)
+
+func init() {
+	register(command{name: "proxy", summary: "a TCP fault proxy in front of a real PostgreSQL or MariaDB server", run: runProxy})
+}
+
+// proxyReport is the --json document, written when the proxy stops.
+type proxyReport struct {
+	Listen   string             `json:"listen"`
+	Target   string             `json:"target"`
+	Protocol string             `json:"protocol"`
+	Fault    string             `json:"fault"`
+	Ran      string             `json:"ran"`
+	Counts   faults.ProxyCounts `json:"counts"`
+}
+
+// runProxy runs a faults.Proxy until ctx is done or --duration passes.
+//
+// Standard output's first line is "listening on HOST:PORT" (with --json it
+// goes to standard error, so standard output holds only the JSON document
+// written at the end). Each injected fault is logged on standard error.
+func runProxy(ctx context.Context, env Env, args []string) int {
+	fs := newFlagSet("proxy")
+	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
+	target := fs.String("target", "", "the server's address, HOST:PORT (required)")
+	faultFlag := fs.String("fault", "none", "none, latency=DURATION, reset, blackhole, refuse or cut-after-commit")
+	protoFlag := fs.String("protocol", "auto", "wire protocol, for cut-after-commit: auto, postgres or mysql")
+	duration := fs.Duration("duration", 0, "stop after this long (0: run until interrupted)")
+	asJSON := fs.Bool("json", false, "write a JSON report when the proxy stops")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return badInput(env, "proxy: %v", err)
+	}
+	if len(pos) > 0 {
+		return badInput(env, "proxy: unexpected argument %q", pos[0])
+	}
+	if *target == "" {
+		return badInput(env, "proxy: --target HOST:PORT is required")
+	}
+	if _, _, err := net.SplitHostPort(*target); err != nil {
+		return badInput(env, "proxy: --target %q: %v", *target, err)
+	}
+	if _, _, err := net.SplitHostPort(*listen); err != nil {
+		return badInput(env, "proxy: --listen %q: %v", *listen, err)
+	}
+	fault, err := faults.ParseFault(*faultFlag)
+	if err != nil {
+		return badInput(env, "proxy: --fault: %v", err)
+	}
+	proto, err := faults.ParseProtocol(*protoFlag)
+	if err != nil {
+		return badInput(env, "proxy: --protocol: %v", err)
+	}
+	if *duration < 0 {
+		return badInput(env, "proxy: --duration %v is negative", *duration)
+	}
+
+	var handler slog.Handler = slog.NewTextHandler(env.Stderr, nil)
+	if *asJSON {
+		handler = slog.NewJSONHandler(env.Stderr, nil)
+	}
+	p, err := faults.NewProxy(faults.ProxyConfig{
+		Listen: *listen, Target: *target, Protocol: proto, Fault: fault, Logger: slog.New(handler),
+	})
+	if err != nil {
+		return badInput(env, "proxy: %v", err)
+	}
+	start := time.Now()
+	first := env.Stdout
+	if *asJSON {
+		first = env.Stderr
+	}
+	fmt.Fprintf(first, "listening on %s\n", p.Addr())
+
+	if *duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *duration)
+		defer cancel()
+	}
+	<-ctx.Done()
+	p.Close()
+	counts := p.Counts()
+	if *asJSON {
+		writeJSON(env.Stdout, proxyReport{
+			Listen: p.Addr(), Target: *target, Protocol: string(proto), Fault: fault.String(),
+			Ran: time.Since(start).Round(time.Millisecond).String(), Counts: counts,
+		})
+		return ExitOK
+	}
+	fmt.Fprintf(env.Stdout, "stopped after %s: %d connections, %d faults injected (latency %d, reset %d, blackhole %d, refuse %d, cut-after-commit %d; %d COMMITs seen)\n",
+		time.Since(start).Round(time.Millisecond), counts.Connections, counts.Faults(),
+		counts.Latency, counts.Reset, counts.Blackhole, counts.Refuse, counts.CutAfterCommit, counts.CommitsSeen)
+	return ExitOK
+}
