@@ -175,7 +175,10 @@ func TestEngineError(t *testing.T) {
 		code   string
 		check  func(error) bool
 	}{
-		{Postgres, "", func(err error) bool { var e *pgconn.PgError; return errors.As(err, &e) && e.Code == "40P01" && e.SQLState() == "40P01" }},
+		{Postgres, "", func(err error) bool {
+			var e *pgconn.PgError
+			return errors.As(err, &e) && e.Code == "40P01" && e.SQLState() == "40P01"
+		}},
 		{Postgres, "40001", func(err error) bool { var e *pgconn.PgError; return errors.As(err, &e) && e.Code == "40001" }},
 		{MySQL, "", func(err error) bool { return errors.Is(err, &mysql.MySQLError{Number: 1213}) }},
 		{MySQL, "1205", func(err error) bool { var e *mysql.MySQLError; return errors.As(err, &e) && e.Number == 1205 }},

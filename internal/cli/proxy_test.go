@@ -39,7 +39,12 @@ func echoTarget(t *testing.T) string {
 				return
 			}
 			wg.Add(1)
-			go func() { defer wg.Done(); defer c.Close(); c.SetDeadline(time.Now().Add(20 * time.Second)); io.Copy(c, c) }()
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(20 * time.Second))
+				io.Copy(c, c)
+			}()
 		}
 	}()
 	t.Cleanup(func() { ln.Close(); wg.Wait() })
