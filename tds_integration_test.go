@@ -8,6 +8,7 @@ package sqlretry_test
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"strings"
 	"sync/atomic"
@@ -365,4 +366,41 @@ func TestTDSCommandTimeoutOnWriteIsAmbiguous(t *testing.T) {
 
 func matchPrefix(s, prefix string) bool {
 	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+// BenchmarkTDSExec measures one autocommit UPDATE through go-mssqldb over
+// loopback TCP to the responder, bare and under sqlretry.Connector: the
+// wrapper's cost on the success path, next to a real network round trip.
+func BenchmarkTDSExec(b *testing.B) {
+	srv, err := tdstest.New(tdstest.Script{Rules: []tdstest.Rule{{Reply: tdstest.Affected(1)}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	c, err := msdriver.NewConnector(srv.DSN())
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := sqlretry.New(sqlretry.Config{Classifier: mssql.Classifier})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name string
+		conn driver.Connector
+	}{
+		{"bare", c},
+		{"connector", sqlretry.Connector(c, p)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			db := sql.OpenDB(bc.conn)
+			defer db.Close()
+			ctx := context.Background()
+			for b.Loop() {
+				if _, err := db.ExecContext(ctx, "UPDATE t SET x = @p1", 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
