@@ -27,10 +27,14 @@
 //
 // Throwaway servers start from a data directory initialised once per machine
 // and binary version and cached under os.TempDir() (sqlretry-dbtest/), so a
-// start costs a directory copy and the server's own startup (about 0.2 s for
-// PostgreSQL, 0.5 s for MariaDB on the reference machine) rather than an
-// initdb (2 s) or mariadb-install-db (3.5 s). The binaries are looked up in
-// /usr/lib/postgresql/*/bin (or SQLRETRY_PG_BINDIR) and on PATH and in
-// /usr/sbin for mariadbd. When the tests run as root, PostgreSQL runs as the
-// postgres user, since it refuses to run as root.
+// start costs a directory copy and the server's own startup rather than an
+// initdb (about 2 s) or a mariadb-install-db (about 3.5 s). On an idle 2-core
+// machine the copy takes about 0.15 s (PostgreSQL, 29 MB in 1,000 files) and
+// 0.1 s (MariaDB, 20 MB) and the server is ready 0.2 s (PostgreSQL) or 0.5 s
+// (MariaDB) later; on a saturated machine each step can take seconds.
+//
+// The binaries are looked up in /usr/lib/postgresql/*/bin (or
+// SQLRETRY_PG_BINDIR) and on PATH and in /usr/sbin for mariadbd. When the
+// tests run as root, PostgreSQL runs as the postgres user, since it refuses
+// to run as root.
 package dbtest

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // mariadbDefaults are the throwaway MariaDB server's settings: small and
@@ -120,6 +121,7 @@ func StartMariaDBWith(t testing.TB, opts Options) *Server {
 		t.Fatalf("dbtest: %v", err)
 	}
 	data := filepath.Join(dir, "data")
+	copyStart := time.Now()
 	if err := copyTree(filepath.Join(tmpl, "data"), data); err != nil {
 		os.RemoveAll(dir)
 		t.Fatalf("dbtest: %v", err)
@@ -158,5 +160,6 @@ func StartMariaDBWith(t testing.TB, opts Options) *Server {
 			return fmt.Sprintf("root@tcp(127.0.0.1:%d)/test?parseTime=true", port)
 		},
 	}
+	s.copyTime = time.Since(copyStart)
 	return launch(t, s)
 }

@@ -33,7 +33,7 @@ const (
 
 // templateFormat changes when the way templates are built changes, so that
 // a cached template of an older shape is not reused.
-const templateFormat = "2"
+const templateFormat = "3"
 
 // Options adjusts a throwaway server.
 type Options struct {
@@ -61,14 +61,17 @@ type Server struct {
 	dsn     func(port int) string
 	stopSig syscall.Signal // graceful shutdown signal
 
+	copyTime time.Duration // copying the template data directory, for the log
+
 	mu      sync.Mutex
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed when cmd has been reaped
 	waitErr error         // cmd.Wait's result, valid once exited is closed
 }
 
-// DSN returns the server's DSN: URL form for PostgreSQL (database test, user
-// postgres), go-sql-driver/mysql form for MariaDB (database test, user root).
+// DSN returns the server's DSN: URL form for PostgreSQL (database postgres,
+// user postgres), go-sql-driver/mysql form for MariaDB (database test, user
+// root).
 func (s *Server) DSN() string { return s.dsn(s.port) }
 
 // Addr returns the server's TCP address, "127.0.0.1:port".
@@ -370,7 +373,8 @@ func launch(t testing.TB, s *Server) *Server {
 		}
 		start := time.Now()
 		if err = s.Start(); err == nil {
-			t.Logf("dbtest: %s started on %s in %v", s.kind, s.Addr(), time.Since(start).Round(time.Millisecond))
+			t.Logf("dbtest: %s started on %s in %v (after copying its data directory in %v)",
+				s.kind, s.Addr(), time.Since(start).Round(time.Millisecond), s.copyTime.Round(time.Millisecond))
 			return s
 		}
 	}
