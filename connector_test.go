@@ -7,6 +7,7 @@ import (
 	"errors"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -578,5 +579,74 @@ func TestConnectorCloserForwarded(t *testing.T) {
 	db.Close()
 	if !cc.closed {
 		t.Error("db.Close did not close the inner connector")
+	}
+}
+
+// Registered fake drivers for Open: "sqlretry-fake" without DriverContext,
+// "sqlretry-fakectx" with it. The DSN names a server in fakeServers.
+var (
+	fakeServersMu sync.Mutex
+	fakeServers   = map[string]*fakeServer{}
+)
+
+func fakeServerNamed(name string) *fakeServer {
+	fakeServersMu.Lock()
+	defer fakeServersMu.Unlock()
+	return fakeServers[name]
+}
+
+type namedFakeDriver struct{}
+
+func (namedFakeDriver) Open(dsn string) (driver.Conn, error) {
+	s := fakeServerNamed(dsn)
+	if s == nil {
+		return nil, errors.New("fake: no server " + dsn)
+	}
+	return (&fakeConnector{s: s}).Connect(context.Background())
+}
+
+type namedFakeDriverCtx struct{ namedFakeDriver }
+
+func (namedFakeDriverCtx) OpenConnector(dsn string) (driver.Connector, error) {
+	s := fakeServerNamed(dsn)
+	if s == nil {
+		return nil, errors.New("fake: no server " + dsn)
+	}
+	return &fakeConnector{s: s}, nil
+}
+
+func init() {
+	sql.Register("sqlretry-fake", namedFakeDriver{})
+	sql.Register("sqlretry-fakectx", namedFakeDriverCtx{})
+}
+
+func TestOpen(t *testing.T) {
+	for _, name := range []string{"sqlretry-fake", "sqlretry-fakectx"} {
+		t.Run(name, func(t *testing.T) {
+			srv := newFakeServer(&fault{op: "connect", err: errRefused}, &fault{op: "exec", err: errDeadlock})
+			fakeServersMu.Lock()
+			fakeServers[t.Name()] = srv
+			fakeServersMu.Unlock()
+			db, err := Open(name, t.Name(), testPolicy(t, Config{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.ExecContext(context.Background(), "ADD n 1"); err != nil {
+				t.Fatalf("got %v, want the refused connect and the deadlock retried", err)
+			}
+			if got := srv.get("n"); got != 1 {
+				t.Errorf("got n = %d, want 1", got)
+			}
+			if got := srv.count("connect"); got != 2 {
+				t.Errorf("got %d connects, want 2", got)
+			}
+		})
+	}
+	if _, err := Open("sqlretry-no-such-driver", "", testPolicy(t, Config{})); err == nil {
+		t.Error("Open of an unregistered driver: got nil error")
+	}
+	if _, err := Open("sqlretry-fakectx", "no-such-server", testPolicy(t, Config{})); err == nil {
+		t.Error("Open with a DSN the DriverContext rejects: got nil error")
 	}
 }
