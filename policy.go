@@ -335,7 +335,13 @@ func (p *Policy) attempt(ctx context.Context, fn func(context.Context) error) (e
 	}
 	actx, cancel := context.WithTimeout(ctx, p.commandTimeout)
 	err = fn(actx)
-	timedOut = err != nil && actx.Err() != nil && ctx.Err() == nil
+	if err != nil && ctx.Err() == nil {
+		// A driver may return DeadlineExceeded from a context derived from
+		// actx a moment before actx's own timer has run: the deadline, not
+		// the timer, says whether the command timeout fired.
+		dl, _ := actx.Deadline()
+		timedOut = actx.Err() != nil || (errors.Is(err, context.DeadlineExceeded) && !p.now().Before(dl))
+	}
 	cancel()
 	return err, timedOut
 }

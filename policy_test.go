@@ -475,3 +475,30 @@ func TestConcurrentCallsShareTheBudget(t *testing.T) {
 		t.Fatalf("retries %d (max %d), budget refusals %d: the shared budget did not bound the retries", s.Retries, maxRetries, s.BudgetExhausted)
 	}
 }
+
+// A driver that times out on its own context, derived from the attempt's
+// deadline, may return before the attempt context's timer has run; that is
+// still the command timeout, not a stray context error.
+func TestCommandTimeoutSeenThroughADerivedDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, err := New(Config{Classifier: classErrClassifier, CommandTimeout: time.Second, BaseDelay: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := 0
+		err = p.Do(context.Background(), Idempotent("q"), func(ctx context.Context) error {
+			calls++
+			if calls > 1 {
+				return nil
+			}
+			dl, _ := ctx.Deadline()
+			qctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), dl)
+			defer cancel()
+			<-qctx.Done()
+			return fmt.Errorf("driver: %w", qctx.Err())
+		})
+		if err != nil || calls != 2 {
+			t.Fatalf("err %v after %d calls; want the timeout retried once", err, calls)
+		}
+	})
+}
