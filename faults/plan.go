@@ -50,7 +50,8 @@ const (
 	Latency Kind = "latency"
 	// Hang blocks the call until its context is done, then returns the
 	// context's error; the connection is then dead, as drivers close a
-	// connection whose call was cancelled.
+	// connection whose call was cancelled. A COMMIT hangs until the context
+	// given to BeginTx is done. Use it only with contexts that end.
 	Hang Kind = "hang"
 	// Outage fails every call between the rule's From and Until instants of
 	// the plan's clock. Phase [sqlretry.NotSent] refuses (a refused dial,
@@ -88,7 +89,10 @@ type Rule struct {
 	// Kind is the fault to inject.
 	Kind Kind
 	// Op limits the rule to one driver call; "" matches every call the kind
-	// applies to.
+	// applies to except OpPrepare (only an Outage fails a prepare unasked).
+	// Some drivers answer a statement with arguments by asking database/sql
+	// to prepare it first (go-sql-driver/mysql without interpolateParams);
+	// leaving prepares out keeps Nth and Count the same on every driver.
 	Op Op
 	// Match limits the rule to statements containing this text,
 	// case-insensitively. Calls without a statement (connect, begin, commit,
@@ -339,6 +343,9 @@ func (p *Plan) decide(c call) (Rule, bool) {
 	for _, r := range p.rules {
 		if !applies(r.Kind, c.op, c.inTx) || (r.Op != "" && r.Op != c.op) {
 			continue
+		}
+		if r.Op == "" && c.op == OpPrepare && r.Kind != Outage {
+			continue // see Rule.Op: keeps occurrence counts the same across drivers
 		}
 		if r.Match != "" && (c.stmt == "" || !strings.Contains(strings.ToLower(c.stmt), strings.ToLower(r.Match))) {
 			continue

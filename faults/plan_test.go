@@ -228,3 +228,21 @@ func TestInjectedErrorsClassify(t *testing.T) {
 		t.Errorf("Rule.Err: got %v, want the custom error only", err)
 	}
 }
+
+func TestPlanLeavesPreparesToExplicitRules(t *testing.T) {
+	ins := "INSERT INTO t VALUES (?)"
+	calls := []call{{op: OpPrepare, stmt: ins}, {op: OpExec, stmt: ins}, {op: OpPrepare, stmt: ins}}
+	tests := []struct {
+		rule Rule
+		want string
+	}{
+		{Rule{Kind: BeforeSend, Verb: "INSERT", Count: Unlimited}, "- before_send -"},
+		{Rule{Kind: BeforeSend, Op: OpPrepare, Count: Unlimited}, "before_send - before_send"},
+		{Rule{Kind: Outage, Count: Unlimited}, "outage outage outage"},
+	}
+	for _, tt := range tests {
+		if got := fires(MustPlan(Config{Rules: []Rule{tt.rule}}), calls); got != tt.want {
+			t.Errorf("rule %+v: got %q, want %q", tt.rule, got, tt.want)
+		}
+	}
+}
