@@ -98,8 +98,9 @@ type Rule struct {
 	// case-insensitively. Calls without a statement (connect, begin, commit,
 	// rollback, ping) never match a non-empty Match.
 	Match string
-	// Verb limits the rule to statements whose first keyword is this one
-	// ("INSERT", "update"), after leading comments and parentheses.
+	// Verb limits the rule to statements whose verb, as [sqlretry.Verb]
+	// reads it (past comments, parentheses and a WITH prefix), is this one,
+	// in any case: "INSERT", "update".
 	Verb string
 	// Nth makes the rule fire first on the Nth matching call (1-based);
 	// 0 means the first.
@@ -352,7 +353,7 @@ func (p *Plan) decide(c call) (Rule, bool) {
 		}
 		if r.Verb != "" {
 			if verb == "" {
-				verb = Verb(c.stmt)
+				verb = sqlretry.Verb(c.stmt)
 			}
 			if c.stmt == "" || !strings.EqualFold(verb, r.Verb) {
 				continue
@@ -407,36 +408,4 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// Verb returns the first keyword of a SQL statement in upper case, after
-// leading white space, comments (-- and /* */) and opening parentheses; ""
-// if there is none.
-func Verb(stmt string) string {
-	s := stmt
-	for {
-		s = strings.TrimLeft(s, " \t\r\n\f(;")
-		switch {
-		case strings.HasPrefix(s, "--"):
-			i := strings.IndexByte(s, '\n')
-			if i < 0 {
-				return ""
-			}
-			s = s[i+1:]
-			continue
-		case strings.HasPrefix(s, "/*"):
-			i := strings.Index(s[2:], "*/")
-			if i < 0 {
-				return ""
-			}
-			s = s[i+4:]
-			continue
-		}
-		break
-	}
-	n := 0
-	for n < len(s) && (s[n] >= 'a' && s[n] <= 'z' || s[n] >= 'A' && s[n] <= 'Z' || s[n] == '_') {
-		n++
-	}
-	return strings.ToUpper(s[:n])
 }

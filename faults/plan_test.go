@@ -49,6 +49,7 @@ func TestPlanMatching(t *testing.T) {
 		{"nth and count", []Rule{{Kind: BeforeSend, Nth: 2, Count: 2}}, execs(ins, ins, ins, ins), "- before_send before_send -"},
 		{"unlimited", []Rule{{Kind: BeforeSend, Count: Unlimited}}, execs(ins, ins, ins), "before_send before_send before_send"},
 		{"verb", []Rule{{Kind: BeforeSend, Verb: "update", Count: Unlimited}}, execs(ins, upd, "/* x */ UPDATE t"), "- before_send before_send"},
+		{"verb past a CTE", []Rule{{Kind: BeforeSend, Verb: "UPDATE"}}, execs("WITH x AS (SELECT 1) UPDATE t SET v = 2"), "before_send"},
 		{"match is case-insensitive", []Rule{{Kind: BeforeSend, Match: "insert into t", Count: Unlimited}}, execs(upd, ins), "- before_send"},
 		{"op", []Rule{{Kind: BeforeSend, Op: OpQuery}}, []call{{op: OpExec, stmt: ins}, {op: OpQuery, stmt: "select 1"}}, "- before_send"},
 		{"nth counts matching calls only", []Rule{{Kind: BeforeSend, Verb: "INSERT", Nth: 2}}, execs(ins, upd, upd, ins), "- - - before_send"},

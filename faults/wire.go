@@ -3,6 +3,8 @@ package faults
 import (
 	"encoding/binary"
 	"strings"
+
+	"github.com/sqlretry/sqlretry"
 )
 
 // Protocol is the wire protocol a [Proxy] parses to recognise COMMIT.
@@ -269,10 +271,10 @@ func cstring(b []byte) string {
 // END.
 func isCommit(text string, pg bool) bool {
 	for _, s := range splitStatements(text, pg) {
-		switch Verb(s) {
-		case "COMMIT":
+		switch sqlretry.Verb(s) {
+		case "commit":
 			return true
-		case "END":
+		case "end":
 			if pg {
 				return true
 			}

@@ -133,19 +133,3 @@ func TestParserSkipsHugeMessages(t *testing.T) {
 		}
 	}
 }
-
-func TestVerb(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"insert into t", "INSERT"},
-		{"  -- note\n /* x */ (SELECT 1)", "SELECT"},
-		{"/* unterminated", ""},
-		{"-- only a comment", ""},
-		{"", ""},
-		{"with x as (select 1) update t", "WITH"},
-	}
-	for _, tt := range tests {
-		if got := Verb(tt.in); got != tt.want {
-			t.Errorf("Verb(%q) = %q, want %q", tt.in, got, tt.want)
-		}
-	}
-}
