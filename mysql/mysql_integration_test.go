@@ -357,7 +357,7 @@ func TestIntegrationPermanent(t *testing.T) {
 }
 
 // TestIntegrationThrowawayServer runs the tests that need a server of their
-// own: too many connections, and a stop and start under load.
+// own: too many connections, and a stop or a kill, then a start, under load.
 func TestIntegrationThrowawayServer(t *testing.T) {
 	srv := dbtest.StartMariaDBWith(t, dbtest.Options{Settings: map[string]string{
 		"max_connections":       "10", // MariaDB's minimum
@@ -390,17 +390,17 @@ func TestIntegrationThrowawayServer(t *testing.T) {
 		checkClass(t, "connect beyond max_connections", refused, want{true, sr.NotSent, "1040"})
 	})
 
-	t.Run("stop-start-under-load", func(t *testing.T) {
-		setup := connect(t, dsn)
-		mustExec(t, setup, "CREATE TABLE load_t (n int)")
-		setup.close()
-		loadThroughRestart(t, srv, dsn)
-	})
+	setup := connect(t, dsn)
+	mustExec(t, setup, "CREATE TABLE load_t (n int)")
+	setup.close()
+	t.Run("stop-start-under-load", func(t *testing.T) { loadThroughRestart(t, srv, dsn, srv.Stop) })
+	t.Run("kill-start-under-load", func(t *testing.T) { loadThroughRestart(t, srv, dsn, srv.Kill) })
 }
 
 // loadThroughRestart runs a small bounded insert loop while the server is
-// stopped and started, and checks every error's class.
-func loadThroughRestart(t *testing.T, srv *dbtest.Server, dsn string) {
+// stopped (by down: Stop or Kill) and started, and checks every error's
+// class.
+func loadThroughRestart(t *testing.T, srv *dbtest.Server, dsn string, down func() error) {
 	var phase atomic.Int32 // 0 before Stop, 1 from Stop, 2 from Start
 	var ok [3]atomic.Int64
 	var refusedWhileDown atomic.Int64
@@ -447,7 +447,7 @@ func loadThroughRestart(t *testing.T, srv *dbtest.Server, dsn string) {
 	}()
 	waitFor(t, "inserts before the stop", func() (bool, error) { return ok[0].Load() >= 5, nil })
 	phase.Store(1)
-	if err := srv.Stop(); err != nil {
+	if err := down(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "a refused connection while stopped", func() (bool, error) { return refusedWhileDown.Load() >= 1, nil })

@@ -538,7 +538,7 @@ func randHex(t *testing.T) string {
 }
 
 // TestIntegrationThrowawayServer runs the tests that need a server of their
-// own: too many connections, and a stop and start under load.
+// own: too many connections, and a stop or a kill, then a start, under load.
 func TestIntegrationThrowawayServer(t *testing.T) {
 	srv := dbtest.StartPostgresWith(t, dbtest.Options{Settings: map[string]string{
 		"max_connections":                "8",
@@ -577,12 +577,11 @@ func TestIntegrationThrowawayServer(t *testing.T) {
 		}
 	})
 
-	t.Run("stop-start-under-load", func(t *testing.T) {
-		setup := connect(t, pgDrivers[1], dsn)
-		mustExec(t, setup, "CREATE TABLE load (driver text, n int)")
-		setup.close()
-		loadThroughRestart(t, srv, dsn)
-	})
+	setup := connect(t, pgDrivers[1], dsn)
+	mustExec(t, setup, "CREATE TABLE load (driver text, n int)")
+	setup.close()
+	t.Run("stop-start-under-load", func(t *testing.T) { loadThroughRestart(t, srv, dsn, srv.Stop) })
+	t.Run("kill-start-under-load", func(t *testing.T) { loadThroughRestart(t, srv, dsn, srv.Kill) })
 }
 
 // loadKey names one kind of outcome in one phase of the load test.
@@ -593,8 +592,9 @@ type loadKey struct {
 }
 
 // loadThroughRestart runs a small bounded insert loop per driver while the
-// server is stopped and started, and checks every error's class.
-func loadThroughRestart(t *testing.T, srv *dbtest.Server, dsn string) {
+// server is stopped (by down: Stop or Kill) and started, and checks every
+// error's class.
+func loadThroughRestart(t *testing.T, srv *dbtest.Server, dsn string, down func() error) {
 	var phase atomic.Int32
 	type counter struct{ ok [3]atomic.Int64 }
 	var mu sync.Mutex
@@ -658,7 +658,7 @@ func loadThroughRestart(t *testing.T, srv *dbtest.Server, dsn string) {
 	}
 	waitAll("inserts before the stop", func(i int) bool { return counters[i].ok[0].Load() >= 5 })
 	phase.Store(1)
-	if err := srv.Stop(); err != nil {
+	if err := down(); err != nil {
 		t.Fatal(err)
 	}
 	// Once Stop has returned nothing listens: every driver must come to a
