@@ -447,7 +447,16 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 		itx driver.Tx
 		err error
 	)
-	if p.fast() && !c.broken {
+	if inRunTx(ctx) { // RunTx retries the whole attempt
+		// sql.Conn.BeginTx does not retry driver.ErrBadConn: no need to hide it.
+		if err = c.ready(ctx); err != nil {
+			return nil, err
+		}
+		if itx, err = c.begin(ctx, opts); err != nil {
+			c.beginFailed(err)
+			return nil, c.probe(ctx, c.failed(err))
+		}
+	} else if p.fast() && !c.broken {
 		if itx, err = c.begin(ctx, opts); err == nil {
 			p.succeeded(false)
 		}

@@ -132,6 +132,13 @@ var connectOp = Idempotent("connect")
 
 // Connect opens a connection, retrying under the connect schedule.
 func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
+	if inRunTx(ctx) { // RunTx retries the whole attempt
+		ic, err := c.connectOnce(ctx)
+		if err != nil {
+			return nil, hideBadConn(err)
+		}
+		return c.wrap(ic), nil
+	}
 	var ic driver.Conn
 	err := c.p.run(ctx, connectOp, func(ctx context.Context) error {
 		var err error
@@ -143,6 +150,9 @@ func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
 	}
 	return c.wrap(ic), nil
 }
+
+// inRunTx reports whether ctx is a RunTx attempt's.
+func inRunTx(ctx context.Context) bool { return ctx.Value(txKey{}) != nil }
 
 // connectOnce opens one inner connection and runs SessionInit on it.
 func (c *connector) connectOnce(ctx context.Context) (driver.Conn, error) {

@@ -650,3 +650,44 @@ func TestOpen(t *testing.T) {
 		t.Error("Open with a DSN the DriverContext rejects: got nil error")
 	}
 }
+
+// TestRunTxOverConnectorDoesNotMultiply: under RunTx the Connector makes one
+// connect and one BEGIN per attempt; RunTx alone retries.
+func TestRunTxOverConnectorDoesNotMultiply(t *testing.T) {
+	tests := []struct {
+		name        string
+		faults      []*fault
+		wantErr     error
+		wantBegins  int
+		wantConnect int
+	}{
+		{name: "BEGIN on a lost connection", faults: []*fault{{op: "begin", err: driver.ErrBadConn, kill: true}},
+			wantBegins: 2, wantConnect: 2},
+		{name: "BEGIN keeps failing", faults: []*fault{{op: "begin", err: errDeadlock, times: 10}},
+			wantErr: ErrRetriesExhausted, wantBegins: 3, wantConnect: 1},
+		{name: "connect keeps failing", faults: []*fault{{op: "connect", err: errRefused, times: 10}},
+			wantErr: ErrRetriesExhausted, wantBegins: 0, wantConnect: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newFakeServer()
+			db, p := openWrapped(t, srv, Config{}, ConnectorOptions{})
+			if tt.faults[0].op != "connect" {
+				if err := db.Ping(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			srv.addFaults(tt.faults...)
+			err := RunTx(context.Background(), db, p, Write("t", nil), nil, addOne)
+			if tt.wantErr == nil && err != nil || tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
+				t.Fatalf("got %v, want %v", err, tt.wantErr)
+			}
+			if got := srv.count("begin"); got != tt.wantBegins {
+				t.Errorf("got %d BEGINs, want %d", got, tt.wantBegins)
+			}
+			if got := srv.count("connect"); got != tt.wantConnect {
+				t.Errorf("got %d connects, want %d", got, tt.wantConnect)
+			}
+		})
+	}
+}

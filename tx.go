@@ -100,7 +100,8 @@ func RunTxWith(ctx context.Context, db *sql.DB, p *Policy, op Op, c TxConfig, fn
 	return p.Do(ctx, op, t.attempt)
 }
 
-// txKey marks the context a RunTx transaction function receives.
+// txKey marks the context of a RunTx attempt, which its transaction
+// function receives.
 type txKey struct{}
 
 // txStage is how far an attempt of a transaction got.
@@ -130,6 +131,10 @@ type txRun struct {
 // attempt runs the transaction once.
 func (t *txRun) attempt(ctx context.Context) error {
 	t.stage, t.mark, t.hasMark = stageBegin, "", false
+	// The mark tells fn's nested RunTx calls apart, and tells a Connector
+	// not to retry the connect and the BEGIN on their own: RunTx retries
+	// the whole attempt, and the two loops must not multiply.
+	ctx = context.WithValue(ctx, txKey{}, true)
 	// The transaction runs on a pinned connection, so that after a failed
 	// COMMIT RunTx can ask the driver whether the session survived.
 	conn, err := t.db.Conn(ctx)
@@ -148,7 +153,7 @@ func (t *txRun) attempt(ctx context.Context) error {
 			_ = tx.Rollback()
 		}
 	}()
-	err = t.fn(context.WithValue(ctx, txKey{}, true), tx)
+	err = t.fn(ctx, tx)
 	if err == nil && t.c.Verifier != nil {
 		t.mark, err = t.c.Verifier.Mark(ctx, tx)
 		t.hasMark = err == nil
