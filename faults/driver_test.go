@@ -502,3 +502,97 @@ func TestDriverForwardsDriverFeatures(t *testing.T) {
 		t.Errorf("got %d faults counted for the prepared INSERT, want 1", got)
 	}
 }
+
+// TestDriverOpsSQLite covers the calls besides exec: connect, begin, commit,
+// rollback, ping and query.
+func TestDriverOpsSQLite(t *testing.T) {
+	e := sqliteEngine()
+	dsn := e.dsn(t)
+	tests := []struct {
+		name string
+		rule faults.Rule
+		run  func(t *testing.T, db *sql.DB) error
+		// check inspects the error run returned.
+		check func(t *testing.T, err error)
+	}{
+		{"connect refused", faults.Rule{Kind: faults.BeforeSend, Op: faults.OpConnect},
+			func(t *testing.T, db *sql.DB) error { return db.Ping() },
+			func(t *testing.T, err error) { wantPhase(t, err, faults.BeforeSend, sqlretry.NotSent) }},
+		{"begin: database/sql retries driver.ErrBadConn by itself", faults.Rule{Kind: faults.BeforeSend, Op: faults.OpBegin},
+			func(t *testing.T, db *sql.DB) error {
+				tx, err := db.Begin()
+				if err == nil {
+					tx.Rollback()
+				}
+				return err
+			},
+			func(t *testing.T, err error) {
+				if err != nil {
+					t.Errorf("got %v, want database/sql to retry the begin on a fresh connection", err)
+				}
+			}},
+		{"server error on begin", faults.Rule{Kind: faults.ServerError, Op: faults.OpBegin, Engine: faults.SQLite, Code: "5"},
+			func(t *testing.T, db *sql.DB) error { _, err := db.Begin(); return err },
+			func(t *testing.T, err error) { wantEngineError(t, faults.SQLite, err) }},
+		{"server error on commit rolls back", faults.Rule{Kind: faults.ServerError, Op: faults.OpCommit, Engine: faults.Postgres, Code: "40001"},
+			func(t *testing.T, db *sql.DB) error {
+				tx, err := db.Begin()
+				if err != nil {
+					return err
+				}
+				return tx.Commit()
+			},
+			func(t *testing.T, err error) {
+				var pe *pgconn.PgError
+				if !errors.As(err, &pe) || pe.Code != "40001" {
+					t.Errorf("got %v, want a 40001 PgError", err)
+				}
+			}},
+		{"hang on commit ends with the transaction's context", faults.Rule{Kind: faults.Hang, Op: faults.OpCommit},
+			func(t *testing.T, db *sql.DB) error {
+				ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+				defer cancel()
+				tx, err := db.BeginTx(ctx, nil)
+				if err != nil {
+					return err
+				}
+				return tx.Commit()
+			},
+			func(t *testing.T, err error) {
+				if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, sql.ErrTxDone) {
+					t.Errorf("got %v, want the context's deadline (or sql.ErrTxDone if database/sql saw it first)", err)
+				}
+			}},
+		{"rollback lost", faults.Rule{Kind: faults.BeforeSend, Op: faults.OpRollback},
+			func(t *testing.T, db *sql.DB) error {
+				tx, err := db.Begin()
+				if err != nil {
+					return err
+				}
+				return tx.Rollback()
+			},
+			func(t *testing.T, err error) { wantPhase(t, err, faults.BeforeSend, sqlretry.NotSent) }},
+		{"query reply lost", faults.Rule{Kind: faults.AppliedReplyLost, Op: faults.OpQuery},
+			func(t *testing.T, db *sql.DB) error {
+				rows, err := db.Query("SELECT 1")
+				if err == nil {
+					rows.Close()
+				}
+				return err
+			},
+			func(t *testing.T, err error) { wantPhase(t, err, faults.AppliedReplyLost, sqlretry.Unknown) }},
+		{"ping outage", faults.Rule{Kind: faults.Outage, Op: faults.OpPing, Count: faults.Unlimited},
+			func(t *testing.T, db *sql.DB) error { return db.Ping() },
+			func(t *testing.T, err error) { wantPhase(t, err, faults.Outage, sqlretry.Unknown) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			plan := faults.MustPlan(faults.Config{Rules: []faults.Rule{tt.rule}})
+			db, _ := e.open(t, dsn, plan)
+			tt.check(t, tt.run(t, db))
+			if got := plan.Counts().Faults[tt.rule.Kind]; got != 1 {
+				t.Errorf("got %d %s faults, want 1", got, tt.rule.Kind)
+			}
+		})
+	}
+}
