@@ -388,6 +388,23 @@ func TestIntegrationThrowawayServer(t *testing.T) {
 			t.Errorf("opened %d connections to a server with max_connections=10, want 10 or 11", len(open))
 		}
 		checkClass(t, "connect beyond max_connections", refused, want{true, sr.NotSent, "1040"})
+		for _, s := range open {
+			s.close()
+		}
+		open = nil
+		// The server frees a slot when its thread has ended, a moment after
+		// the client closed: wait for one before going on.
+		waitFor(t, "a free connection slot", func() (bool, error) {
+			s, err := tryConnect(ctxT(t), dsn)
+			if err != nil {
+				if mysql.Classify(err).Code == "1040" {
+					return false, nil
+				}
+				return false, err
+			}
+			s.close()
+			return true, nil
+		})
 	})
 
 	setup := connect(t, dsn)

@@ -575,6 +575,22 @@ func TestIntegrationThrowawayServer(t *testing.T) {
 			}
 			checkClass(t, d, "connect beyond max_connections", err, want{true, sr.NotSent, "53300"})
 		}
+		for _, c := range open {
+			c.Close(ctxT(t))
+		}
+		open = nil
+		// A backend frees its slot when it has exited, a moment after the
+		// client closed: wait for one before going on.
+		waitFor(t, "a free connection slot", func() (bool, error) {
+			c, err := pgx.Connect(ctxT(t), dsn)
+			if err != nil {
+				if postgres.Classify(err).Code == "53300" {
+					return false, nil
+				}
+				return false, err
+			}
+			return true, c.Close(ctxT(t))
+		})
 	})
 
 	setup := connect(t, pgDrivers[1], dsn)
