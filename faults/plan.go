@@ -409,3 +409,27 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+// RandomRules returns one rule per kind in rates that fires on any call it
+// applies to with that probability, without limit, in the order of [Kinds]:
+// the seeded chaos of a soak test. Latency rules wait delay; ServerError
+// rules return engine's deadlock or busy error. Hang and Outage are left out:
+// one needs a context that ends, the other a window.
+func RandomRules(rates map[Kind]float64, engine Engine, delay time.Duration) []Rule {
+	var rules []Rule
+	for _, k := range Kinds {
+		rate, ok := rates[k]
+		if !ok || rate <= 0 || k == Hang || k == Outage {
+			continue
+		}
+		r := Rule{Kind: k, Rate: rate, Count: Unlimited}
+		switch k {
+		case Latency:
+			r.Delay = delay
+		case ServerError:
+			r.Engine = engine
+		}
+		rules = append(rules, r)
+	}
+	return rules
+}

@@ -247,3 +247,27 @@ func TestPlanLeavesPreparesToExplicitRules(t *testing.T) {
 		}
 	}
 }
+
+func TestRandomRules(t *testing.T) {
+	rules := RandomRules(map[Kind]float64{ServerError: 0.1, BeforeSend: 0.2, Hang: 0.5, Latency: 0.3, AfterExec: 0}, MySQL, time.Millisecond)
+	var got []string
+	for _, r := range rules {
+		got = append(got, fmt.Sprintf("%s@%v", r.Kind, r.Rate))
+	}
+	if g, want := strings.Join(got, " "), "before_send@0.2 server_error@0.1 latency@0.3"; g != want {
+		t.Errorf("got rules %q, want %q", g, want)
+	}
+	p, err := NewPlan(Config{Seed: 1, Rules: rules})
+	if err != nil {
+		t.Fatalf("RandomRules gave invalid rules: %v", err)
+	}
+	for i := 0; i < 300; i++ {
+		p.decide(call{op: OpExec, stmt: "update t"})
+	}
+	c := p.Counts()
+	for _, k := range []Kind{BeforeSend, ServerError, Latency} {
+		if c.Faults[k] == 0 {
+			t.Errorf("got no %s faults in 300 calls, want some", k)
+		}
+	}
+}
