@@ -3,6 +3,7 @@ package sqlretry
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"testing"
 )
 
@@ -11,6 +12,7 @@ import (
 // the difference between raw and wrapped is the Connector's price.
 func BenchmarkConnectorOverhead(b *testing.B) {
 	srv := newFakeServer()
+	srv.nolog = true
 	p, err := New(Config{Classifier: testClassifier})
 	if err != nil {
 		b.Fatal(err)
@@ -41,5 +43,48 @@ func BenchmarkConnectorOverhead(b *testing.B) {
 			}
 		})
 		c.db.Close()
+	}
+}
+
+// BenchmarkWrapperPath measures the wrapper's own code on a statement's
+// success path, without database/sql around it: inner driver call versus the
+// same call through the wrapper connection.
+func BenchmarkWrapperPath(b *testing.B) {
+	srv := newFakeServer()
+	srv.nolog = true
+	p, err := New(Config{Classifier: testClassifier})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	inner, _ := (&fakeConnector{s: srv}).Connect(ctx)
+	wrapped, err := Connector(&fakeConnector{s: srv}, p).Connect(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		conn driver.Conn
+	}{{"raw", inner}, {"wrapped", wrapped}} {
+		q := c.conn.(driver.QueryerContext)
+		e := c.conn.(driver.ExecerContext)
+		b.Run("Query/"+c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				rows, err := q.QueryContext(ctx, "SELECT 1", nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				rows.Close()
+			}
+		})
+		b.Run("Exec/"+c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := e.ExecContext(ctx, "SET n 1", nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"database/sql"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -141,12 +142,15 @@ func BenchmarkPostgresRunTx(b *testing.B) {
 }
 
 // interleave runs raw and wrapped in alternating batches of n calls each
-// and reports each side's median ns per call and the median of the
-// per-batch ratios, as overhead-%.
+// and reports, per side, the median wall-clock ns per call and the median
+// process CPU ns per call (getrusage: user+system, which a loaded machine
+// inflates far less than wall-clock time), and the medians of the per-batch
+// ratios as overhead-% (wall) and cpu-overhead-%.
 func interleave(b *testing.B, n int, raw, wrapped func(i int) error) {
-	var rawNs, wrapNs, ratios []float64
+	var rawNs, wrapNs, ratios, rawCPU, wrapCPU, cpuRatios []float64
 	i := 0
-	batch := func(f func(int) error) float64 {
+	batch := func(f func(int) error) (wall, cpu float64) {
+		c0 := cpuNow()
 		start := time.Now()
 		for range n {
 			if err := f(i); err != nil {
@@ -154,21 +158,46 @@ func interleave(b *testing.B, n int, raw, wrapped func(i int) error) {
 			}
 			i++
 		}
-		return float64(time.Since(start).Nanoseconds()) / float64(n)
+		wall = float64(time.Since(start).Nanoseconds()) / float64(n)
+		return wall, float64(cpuNow()-c0) / float64(n)
 	}
 	for k := 0; b.Loop(); k++ {
-		var r, w float64
+		var r, w, rc, wc float64
 		if k%2 == 0 {
-			r, w = batch(raw), batch(wrapped)
+			r, rc = batch(raw)
+			w, wc = batch(wrapped)
 		} else {
-			w, r = batch(wrapped), batch(raw)
+			w, wc = batch(wrapped)
+			r, rc = batch(raw)
 		}
 		rawNs, wrapNs, ratios = append(rawNs, r), append(wrapNs, w), append(ratios, w/r)
+		rawCPU, wrapCPU = append(rawCPU, rc), append(wrapCPU, wc)
+		if rc > 0 {
+			cpuRatios = append(cpuRatios, wc/rc)
+		}
 	}
-	median := func(xs []float64) float64 { slices.Sort(xs); return xs[len(xs)/2] }
+	median := func(xs []float64) float64 {
+		if len(xs) == 0 {
+			return 0
+		}
+		slices.Sort(xs)
+		return xs[len(xs)/2]
+	}
 	b.ReportMetric(median(rawNs), "raw-ns/call")
 	b.ReportMetric(median(wrapNs), "wrapped-ns/call")
 	b.ReportMetric((median(ratios)-1)*100, "overhead-%")
+	b.ReportMetric(median(rawCPU), "raw-cpu-ns/call")
+	b.ReportMetric(median(wrapCPU), "wrapped-cpu-ns/call")
+	b.ReportMetric((median(cpuRatios)-1)*100, "cpu-overhead-%")
+}
+
+// cpuNow returns the process's user+system CPU time in ns.
+func cpuNow() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 func BenchmarkSQLitePointReadInterleaved(b *testing.B) {
@@ -190,7 +219,7 @@ func BenchmarkSQLitePointReadInterleaved(b *testing.B) {
 	read := func(db *sql.DB) func(int) error {
 		return func(i int) error { return db.QueryRowContext(ctx, "SELECT v FROM t WHERE id = ?", i%1000+1).Scan(&v) }
 	}
-	interleave(b, 200, read(raw), read(wrapped))
+	interleave(b, 500, read(raw), read(wrapped))
 }
 
 func BenchmarkPostgresSelect1Interleaved(b *testing.B) {
@@ -210,5 +239,5 @@ func BenchmarkPostgresSelect1Interleaved(b *testing.B) {
 	sel := func(db *sql.DB) func(int) error {
 		return func(int) error { return db.QueryRowContext(ctx, "SELECT 1").Scan(&v) }
 	}
-	interleave(b, 50, sel(raw), sel(wrapped))
+	interleave(b, 200, sel(raw), sel(wrapped))
 }
