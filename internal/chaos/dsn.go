@@ -1,0 +1,290 @@
+package chaos
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite" // registers "sqlite"
+
+	"github.com/sqlretry/sqlretry/faults"
+	"github.com/sqlretry/sqlretry/taskstore"
+)
+
+// Redactor removes a DSN's password from text. Drivers echo DSNs in their
+// error messages; nothing the command prints passes without it.
+type Redactor struct{ secrets []string }
+
+// NewRedactor returns a Redactor for the password in dsn, whatever the
+// DSN's form: a URL (postgres://user:pw@host/db), key=value pairs
+// (password=pw) or go-sql-driver's user:pw@tcp(host)/db.
+func NewRedactor(dsn string) *Redactor {
+	var found []string
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok {
+			found = append(found, pw)
+		}
+	}
+	for _, f := range strings.Fields(dsn) {
+		if k, v, ok := strings.Cut(f, "="); ok && strings.EqualFold(strings.TrimSpace(k), "password") {
+			found = append(found, strings.Trim(v, `'"`))
+		}
+	}
+	if i := strings.LastIndex(dsn, "@"); i > 0 {
+		user := dsn[:i]
+		if j := strings.Index(user, "://"); j >= 0 {
+			user = user[j+3:]
+		}
+		if _, pw, ok := strings.Cut(user, ":"); ok {
+			found = append(found, pw)
+		}
+	}
+	r := &Redactor{}
+	for _, s := range found {
+		if s == "" {
+			continue
+		}
+		r.secrets = append(r.secrets, s)
+		if e := url.QueryEscape(s); e != s {
+			r.secrets = append(r.secrets, e)
+		}
+		if e := url.PathEscape(s); e != s {
+			r.secrets = append(r.secrets, e)
+		}
+	}
+	return r
+}
+
+// String returns s with every secret replaced by "xxxxx".
+func (r *Redactor) String(s string) string {
+	if r == nil {
+		return s
+	}
+	for _, sec := range r.secrets {
+		s = strings.ReplaceAll(s, sec, "xxxxx")
+	}
+	return s
+}
+
+// Error returns err with its message redacted, nil for nil. The result
+// keeps err in its chain only when nothing had to be removed.
+func (r *Redactor) Error(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if red := r.String(msg); red != msg {
+		var ie *InputError
+		if errors.As(err, &ie) {
+			return &InputError{What: ie.What, Err: errors.New(r.String(ie.Err.Error()))}
+		}
+		return errors.New(red)
+	}
+	return err
+}
+
+// target is one run's database: the connector the fault driver wraps
+// (through the proxy, when there is one) and what to undo afterwards.
+type target struct {
+	inner   driver.Connector
+	proxy   *faults.Proxy
+	cleanup []func()
+}
+
+func (t *target) close() {
+	for i := len(t.cleanup) - 1; i >= 0; i-- {
+		t.cleanup[i]()
+	}
+}
+
+func randomSuffix() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// openTarget prepares the database of one run: a fresh SQLite file, or a
+// fresh schema (PostgreSQL) or database (MySQL) on the server, with a
+// wire-level proxy in front of the server unless noProxy.
+func openTarget(ctx context.Context, c Config, label string) (*target, error) {
+	t := &target{}
+	var err error
+	switch c.Engine {
+	case Postgres:
+		err = t.openPostgres(ctx, c, label)
+	case MySQL:
+		err = t.openMySQL(ctx, c, label)
+	default:
+		err = t.openSQLite(c, label)
+	}
+	if err != nil {
+		t.close()
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *target) openSQLite(c Config, label string) error {
+	var path string
+	if c.DSN == "" {
+		dir, err := os.MkdirTemp("", "sqlretry-chaos-")
+		if err != nil {
+			return err
+		}
+		t.cleanup = append(t.cleanup, func() { _ = os.RemoveAll(dir) })
+		path = filepath.Join(dir, label+".db")
+	} else {
+		path = strings.TrimPrefix(c.DSN, "file:")
+		if i := strings.IndexByte(path, '?'); i >= 0 {
+			path = path[:i]
+		}
+		if label != "ours" {
+			path += "." + label
+		}
+		if _, err := os.Stat(path); err == nil {
+			return inputErr("--dsn", fmt.Errorf("SQLite file %s exists; the run needs a new file (it checks whole tables)", path))
+		}
+		t.cleanup = append(t.cleanup, func() {
+			for _, s := range []string{"", "-wal", "-shm"} {
+				_ = os.Remove(path + s)
+			}
+		})
+	}
+	db, err := sql.Open("sqlite", sqliteDSN(path))
+	if err != nil {
+		return inputErr("--dsn", err)
+	}
+	d := db.Driver()
+	_ = db.Close()
+	if dc, ok := d.(driver.DriverContext); ok {
+		t.inner, err = dc.OpenConnector(sqliteDSN(path))
+		return err
+	}
+	t.inner = dsnConnector{d: d, dsn: sqliteDSN(path)}
+	return nil
+}
+
+// dsnConnector is database/sql's connector for a driver without
+// DriverContext.
+type dsnConnector struct {
+	d   driver.Driver
+	dsn string
+}
+
+func (c dsnConnector) Connect(context.Context) (driver.Conn, error) { return c.d.Open(c.dsn) }
+func (c dsnConnector) Driver() driver.Driver                        { return c.d }
+
+// pingTimeout bounds the check that a DSN's server answers.
+const pingTimeout = 10 * time.Second
+
+func (t *target) openPostgres(ctx context.Context, c Config, label string) error {
+	cfg, err := pgx.ParseConfig(c.DSN)
+	if err != nil {
+		return inputErr("--dsn", err)
+	}
+	admin := stdlib.OpenDB(*cfg.Copy())
+	t.cleanup = append(t.cleanup, func() { _ = admin.Close() })
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	if err := admin.PingContext(pctx); err != nil {
+		return inputErr("--dsn", fmt.Errorf("cannot reach PostgreSQL: %w", err))
+	}
+	schema := "sqlretry_chaos_" + label + "_" + randomSuffix()
+	if _, err := admin.ExecContext(pctx, "CREATE SCHEMA "+schema); err != nil {
+		return inputErr("--dsn", fmt.Errorf("cannot create schema %s: %w", schema, err))
+	}
+	t.cleanup = append(t.cleanup, func() {
+		dctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
+		defer cancel()
+		_, _ = admin.ExecContext(dctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+	})
+	run := cfg.Copy()
+	if run.RuntimeParams == nil {
+		run.RuntimeParams = map[string]string{}
+	}
+	run.RuntimeParams["search_path"] = schema
+	if !c.NoProxy {
+		addr := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+		if err := t.startProxy(addr, faults.ProtocolPostgres); err != nil {
+			return err
+		}
+		host, port, _ := net.SplitHostPort(t.proxy.Addr())
+		p, _ := strconv.Atoi(port)
+		run.Host, run.Port, run.Fallbacks = host, uint16(p), nil
+	}
+	t.inner = stdlib.GetConnector(*run)
+	return nil
+}
+
+func (t *target) openMySQL(ctx context.Context, c Config, label string) error {
+	cfg, err := gomysql.ParseDSN(c.DSN)
+	if err != nil {
+		return inputErr("--dsn", err)
+	}
+	if cfg.Net != "tcp" && !c.NoProxy {
+		return inputErr("--dsn", fmt.Errorf("the proxy needs a tcp address, got network %q (or pass --no-proxy)", cfg.Net))
+	}
+	acfg := cfg.Clone()
+	acfg.DBName = ""
+	ac, err := gomysql.NewConnector(acfg)
+	if err != nil {
+		return inputErr("--dsn", err)
+	}
+	admin := sql.OpenDB(ac)
+	t.cleanup = append(t.cleanup, func() { _ = admin.Close() })
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	if err := admin.PingContext(pctx); err != nil {
+		return inputErr("--dsn", fmt.Errorf("cannot reach MySQL: %w", err))
+	}
+	dbName := "sqlretry_chaos_" + label + "_" + randomSuffix()
+	if _, err := admin.ExecContext(pctx, "CREATE DATABASE "+dbName); err != nil {
+		return inputErr("--dsn", fmt.Errorf("cannot create database %s: %w", dbName, err))
+	}
+	t.cleanup = append(t.cleanup, func() {
+		dctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
+		defer cancel()
+		_, _ = admin.ExecContext(dctx, "DROP DATABASE IF EXISTS "+dbName)
+	})
+	run := cfg.Clone()
+	run.DBName = dbName
+	if !c.NoProxy {
+		if err := t.startProxy(cfg.Addr, faults.ProtocolMySQL); err != nil {
+			return err
+		}
+		run.Addr = t.proxy.Addr()
+	}
+	t.inner, err = gomysql.NewConnector(run)
+	return err
+}
+
+func (t *target) startProxy(addr string, proto faults.Protocol) error {
+	p, err := faults.NewProxy(faults.ProxyConfig{Target: addr, Protocol: proto, CutWait: time.Second})
+	if err != nil {
+		return fmt.Errorf("start the fault proxy: %w", err)
+	}
+	t.proxy = p
+	t.cleanup = append(t.cleanup, func() { _ = p.Close() })
+	return nil
+}
+
+// sqliteDSN is the store's SQLite DSN with synchronous=NORMAL: in WAL mode
+// a commit survives a crash of the process, and the run is not bound by
+// one fsync per commit.
+func sqliteDSN(path string) string {
+	return taskstore.SQLiteDSN(path) + "&_pragma=synchronous(NORMAL)"
+}

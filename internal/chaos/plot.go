@@ -1,0 +1,205 @@
+package chaos
+
+import (
+	"errors"
+	"fmt"
+	"image/color"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+var (
+	colThroughput = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
+	colAttempts   = color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}
+	colFaults     = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
+	colBudget     = color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}
+	colOutage     = color.NRGBA{R: 0x80, G: 0x80, B: 0x80, A: 0x48}
+)
+
+// WritePlot draws ours (and naive, if not nil, as a second column) to
+// path, a .png or .svg file: throughput, attempts per second and injected
+// faults per second over time, and below them the retry budget's level,
+// with the outages shaded.
+func WritePlot(path string, ours, naive *RunReport) error {
+	ext := strings.ToLower(filepath.Ext(path))
+	if ext != ".png" && ext != ".svg" {
+		return fmt.Errorf("unknown image format %q (want .png or .svg)", ext)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := DrawPlot(f, ext[1:], ours, naive); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// DrawPlot is [WritePlot] to w, in format "png" or "svg".
+func DrawPlot(w io.Writer, format string, ours, naive *RunReport) error {
+	if ours == nil {
+		return errors.New("no run to plot")
+	}
+	runs := []*RunReport{ours}
+	if naive != nil {
+		runs = append(runs, naive)
+	}
+	grid := make([][]*plot.Plot, 2)
+	for row := range grid {
+		grid[row] = make([]*plot.Plot, len(runs))
+	}
+	for col, r := range runs {
+		top, bottom, err := runPlots(r)
+		if err != nil {
+			return err
+		}
+		grid[0][col], grid[1][col] = top, bottom
+	}
+	width := vg.Length(len(runs)) * 16 * vg.Centimeter
+	height := 18 * vg.Centimeter
+	var c interface {
+		vg.CanvasSizer
+		io.WriterTo
+	}
+	switch format {
+	case "png":
+		img := vgimg.New(width, height)
+		c = vgimg.PngCanvas{Canvas: img}
+	case "svg":
+		c = vgsvg.New(width, height)
+	default:
+		return fmt.Errorf("unknown image format %q (want png or svg)", format)
+	}
+	dc := draw.New(c)
+	tiles := draw.Tiles{Rows: 2, Cols: len(runs), PadX: vg.Centimeter, PadY: vg.Centimeter / 2,
+		PadTop: vg.Centimeter / 2, PadBottom: vg.Centimeter / 2, PadLeft: vg.Centimeter / 2, PadRight: vg.Centimeter / 2}
+	canvases := plot.Align(grid, tiles, dc)
+	for row := range grid {
+		for col := range grid[row] {
+			grid[row][col].Draw(canvases[row][col])
+		}
+	}
+	_, err := c.WriteTo(w)
+	return err
+}
+
+// perSecond turns the run's cumulative samples into rates.
+func perSecond(r *RunReport) (ops, attempts, faultsXY, budget plotter.XYs) {
+	var prev *Sample
+	for i := range r.Samples {
+		s := &r.Samples[i]
+		t := s.Elapsed.Seconds()
+		if s.Budget >= 0 {
+			budget = append(budget, plotter.XY{X: t, Y: s.Budget})
+		}
+		if prev != nil {
+			dt := (s.Elapsed - prev.Elapsed).Seconds()
+			if dt > 0 {
+				ops = append(ops, plotter.XY{X: t, Y: float64(s.OK-prev.OK) / dt})
+				attempts = append(attempts, plotter.XY{X: t, Y: float64(s.Attempts-prev.Attempts) / dt})
+				if n := s.Faults - prev.Faults; n > 0 {
+					faultsXY = append(faultsXY, plotter.XY{X: t, Y: float64(n) / dt})
+				}
+			}
+		}
+		prev = s
+	}
+	return ops, attempts, faultsXY, budget
+}
+
+func runPlots(r *RunReport) (top, bottom *plot.Plot, err error) {
+	ops, attempts, faultsXY, budget := perSecond(r)
+	title := fmt.Sprintf("sqlretry chaos: %s, %s", r.Engine, r.Mode)
+	top = plot.New()
+	top.Title.Text = title
+	top.X.Label.Text = "seconds"
+	top.Y.Label.Text = "per second"
+	top.Y.Min = 0
+	ymax := 1.0
+	for _, xy := range append(append(append(plotter.XYs{}, ops...), attempts...), faultsXY...) {
+		ymax = max(ymax, xy.Y)
+	}
+	total := float64(r.DurationMS) / 1000
+	top.X.Min, top.X.Max = 0, total
+	shade(top, r, ymax*1.05)
+	if len(ops) > 0 {
+		l, err := plotter.NewLine(ops)
+		if err != nil {
+			return nil, nil, err
+		}
+		l.Color, l.Width = colThroughput, vg.Points(1.2)
+		top.Add(l)
+		top.Legend.Add("operations ok/s", l)
+	}
+	if len(attempts) > 0 {
+		l, err := plotter.NewLine(attempts)
+		if err != nil {
+			return nil, nil, err
+		}
+		l.Color, l.Width, l.Dashes = colAttempts, vg.Points(1), []vg.Length{vg.Points(3), vg.Points(2)}
+		top.Add(l)
+		top.Legend.Add("attempts/s", l)
+	}
+	if len(faultsXY) > 0 {
+		s, err := plotter.NewScatter(faultsXY)
+		if err != nil {
+			return nil, nil, err
+		}
+		s.GlyphStyle.Color, s.GlyphStyle.Shape, s.GlyphStyle.Radius = colFaults, draw.CrossGlyph{}, vg.Points(2.5)
+		top.Add(s)
+		top.Legend.Add("faults injected/s", s)
+	}
+	top.Legend.Top = true
+	top.Y.Max = ymax * 1.05
+
+	bottom = plot.New()
+	bottom.X.Label.Text = "seconds"
+	bottom.Y.Label.Text = "retry budget (tokens)"
+	bottom.X.Min, bottom.X.Max = 0, total
+	bottom.Y.Min = 0
+	bmax := 10.0
+	for _, xy := range budget {
+		bmax = max(bmax, xy.Y)
+	}
+	bottom.Y.Max = bmax * 1.05
+	shade(bottom, r, bmax*1.05)
+	if len(budget) > 0 {
+		l, err := plotter.NewLine(budget)
+		if err != nil {
+			return nil, nil, err
+		}
+		l.Color, l.Width = colBudget, vg.Points(1.2)
+		bottom.Add(l)
+		bottom.Legend.Add("budget level", l)
+	} else {
+		bottom.Title.Text = "no retry budget"
+	}
+	return top, bottom, nil
+}
+
+// shade adds the outage windows as grey bands up to ymax.
+func shade(p *plot.Plot, r *RunReport, ymax float64) {
+	for i, o := range r.Windows {
+		x0, x1 := o.Offset.Seconds(), (o.Offset + o.Length).Seconds()
+		poly, err := plotter.NewPolygon(plotter.XYs{{X: x0, Y: 0}, {X: x1, Y: 0}, {X: x1, Y: ymax}, {X: x0, Y: ymax}})
+		if err != nil {
+			continue
+		}
+		poly.Color = colOutage
+		poly.LineStyle.Width = 0
+		p.Add(poly)
+		if i == 0 {
+			p.Legend.Add("outage", poly)
+		}
+	}
+}

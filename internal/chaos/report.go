@@ -1,0 +1,442 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sqlretry/sqlretry/faults"
+	"github.com/sqlretry/sqlretry/taskstore"
+)
+
+// RunReport is what one run did and found. Its JSON form is the command's
+// --json document (the naive run's sits beside it under "naive").
+type RunReport struct {
+	Engine     string                 `json:"engine"`
+	Mode       string                 `json:"mode"` // "sqlretry", or "naive" for blind replay
+	Seed       uint64                 `json:"seed"`
+	DurationMS int64                  `json:"duration_ms"`
+	Workers    int                    `json:"workers"`
+	FaultRate  float64                `json:"fault_rate"`
+	Policy     PolicyReport           `json:"policy"`
+	Operations int                    `json:"operations"`
+	OpsPerSec  float64                `json:"ops_per_second"`
+	Faults     map[string]int         `json:"faults"`
+	Wire       *WireReport            `json:"wire,omitempty"`
+	Shapes     map[string]ShapeReport `json:"shapes"`
+	Invariants Invariants             `json:"invariants"`
+	Outage     OutageReport           `json:"outage"`
+	Latency    Latency                `json:"latency"`
+	Retries    int64                  `json:"retries"`
+	// BudgetExhausted counts retries the budget refused.
+	BudgetExhausted int64    `json:"budget_exhausted"`
+	Interrupted     bool     `json:"interrupted,omitempty"`
+	Problems        []string `json:"problems,omitempty"`
+	OK              bool     `json:"ok"`
+
+	// Samples are the run's time series, for the plot.
+	Samples []Sample `json:"-"`
+	// Windows are the outages on the run's clock, for the plot.
+	Windows []Outage `json:"-"`
+}
+
+// PolicyReport is the policy under test, as the run applied it.
+type PolicyReport struct {
+	MaxRetries     int    `json:"max_retries"`
+	BaseDelay      string `json:"base_delay"`
+	MaxDelay       string `json:"max_delay"`
+	CommandTimeout string `json:"command_timeout"`
+	Budget         bool   `json:"budget"`
+	Rules          string `json:"rules,omitempty"`
+	BlindReplay    bool   `json:"blind_replay"`
+}
+
+// WireReport counts what the proxy injected outside the outages.
+type WireReport struct {
+	Proxy       string `json:"proxy"`
+	Connections int    `json:"connections"`
+	Commits     int    `json:"commits_seen"`
+	Faults      int    `json:"faults"` // resets and cuts after COMMIT outside outages
+	Reset       int    `json:"reset"`
+	CutCommit   int    `json:"cut_after_commit"`
+}
+
+// ShapeReport is one write shape's account.
+type ShapeReport struct {
+	Operations int            `json:"operations"`
+	OK         int            `json:"ok"`
+	Failed     int            `json:"failed"` // a definite error: a conflict, retries or budget spent
+	Faults     map[string]int `json:"faults"` // failed attempts the policy saw, by fault kind
+	Retries    int            `json:"retries"`
+	// VerifiedApplied and VerifiedNotApplied count ambiguous failures a
+	// verify settled.
+	VerifiedApplied    int `json:"verified_applied"`
+	VerifiedNotApplied int `json:"verified_not_applied"`
+	// Ambiguous counts calls that returned ErrAmbiguous: the caller was
+	// told the outcome is unknown, never told a guess.
+	Ambiguous       int     `json:"ambiguous"`
+	Canceled        int     `json:"canceled"`
+	BudgetExhausted int     `json:"budget_exhausted"`
+	P50MS           float64 `json:"p50_ms"`
+	P99MS           float64 `json:"p99_ms"`
+}
+
+// Invariants counts violations; every field is 0 when the store held.
+type Invariants struct {
+	Lost              int `json:"lost"`
+	Duplicated        int `json:"duplicated"`
+	DoubleCounted     int `json:"double_counted"`
+	AuditMismatch     int `json:"audit_mismatch"`
+	JobAttemptsBurned int `json:"job_attempts_burned"`
+	// LostClaims: tasks left leased under a claim whose caller holds a
+	// different task, or more orphaned leases than claims reported
+	// unsettled.
+	LostClaims      int `json:"lost_claims"`
+	EndedEarly      int `json:"ended_early"`
+	UncountedStarts int `json:"uncounted_starts"`
+	Misreported     int `json:"misreported"`
+}
+
+// Total returns the number of violations.
+func (v Invariants) Total() int {
+	return v.Lost + v.Duplicated + v.DoubleCounted + v.AuditMismatch + v.JobAttemptsBurned + v.LostClaims +
+		v.EndedEarly + v.UncountedStarts + v.Misreported
+}
+
+// OutageReport is the run during its outages.
+type OutageReport struct {
+	Calls         int64   `json:"calls"`    // policy calls started while an outage was on
+	Attempts      int64   `json:"attempts"` // attempts they made (retries included)
+	Amplification float64 `json:"amplification"`
+	// RecoveryMS is the time from an outage's end to the first operation
+	// that succeeded after it; the largest over the outages.
+	RecoveryMS float64        `json:"recovery_ms"`
+	Refused    int            `json:"refused"` // calls the outage failed
+	Windows    []OutageWindow `json:"windows"`
+}
+
+// OutageWindow is one outage.
+type OutageWindow struct {
+	OffsetMS      int64   `json:"offset_ms"`
+	LengthMS      int64   `json:"length_ms"`
+	Calls         int64   `json:"calls"`
+	Attempts      int64   `json:"attempts"`
+	Amplification float64 `json:"amplification"`
+	RecoveryMS    float64 `json:"recovery_ms"`
+	Refused       int     `json:"refused"`
+}
+
+// Latency is the operations' latency.
+type Latency struct {
+	P50MS float64 `json:"p50_ms"`
+	P99MS float64 `json:"p99_ms"`
+}
+
+// reportedKinds are the fault kinds the report always lists.
+var reportedKinds = []faults.Kind{faults.BeforeSend, faults.AfterExec, faults.AppliedReplyLost, faults.CommitNotApplied,
+	faults.CommitAppliedReplyLost, faults.ServerError, faults.Hang, faults.Outage}
+
+func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())/10) / 100 }
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return math.Round(float64(a)/float64(b)*1000) / 1000
+}
+
+// finish checks the invariants with injection off and builds the report.
+func (h *harness) finish(ctx context.Context) (*RunReport, error) {
+	cfg := h.cfg
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	lostClaims, err := h.lostClaims(cctx)
+	if err != nil {
+		return nil, fmt.Errorf("check leases: %w", err)
+	}
+	chk, err := h.store.Check(cctx, h.ledger)
+	if err != nil {
+		return nil, fmt.Errorf("check invariants: %w", err)
+	}
+	st := h.pol.Stats()
+	r := &RunReport{
+		Engine: string(cfg.Engine), Mode: "sqlretry", Seed: cfg.Seed, DurationMS: cfg.Duration.Milliseconds(),
+		Workers: cfg.Workers, FaultRate: cfg.FaultRate,
+		Policy: PolicyReport{MaxRetries: cfg.Policy.MaxRetries, BaseDelay: durOr(cfg.Policy.BaseDelay, "100ms"),
+			MaxDelay: durOr(cfg.Policy.MaxDelay, "5s"), CommandTimeout: cfg.Policy.CommandTimeout.String(),
+			Budget: !cfg.Policy.NoBudget, Rules: cfg.Policy.Rules, BlindReplay: cfg.Naive},
+		Operations: int(h.ops.Load()), Faults: map[string]int{}, Shapes: map[string]ShapeReport{},
+		Retries: st.Retries, BudgetExhausted: st.BudgetExhausted, Interrupted: ctx.Err() != nil,
+		Problems: chk.Problems,
+	}
+	if r.Policy.MaxRetries == 0 {
+		r.Policy.MaxRetries = 3
+	} else if r.Policy.MaxRetries < 0 {
+		r.Policy.MaxRetries = 0
+	}
+	if cfg.Naive {
+		r.Mode = "naive"
+	}
+	elapsed := min(h.elapsed(), cfg.Duration)
+	if elapsed <= 0 {
+		elapsed = cfg.Duration
+	}
+	r.OpsPerSec = math.Round(float64(r.Operations)/elapsed.Seconds()*10) / 10
+	counts := h.plan.Counts()
+	for _, k := range reportedKinds {
+		r.Faults[string(k)] = counts.Faults[k]
+	}
+	if n := counts.Faults[faults.Latency]; n > 0 {
+		r.Faults[string(faults.Latency)] = n
+	}
+	var all []time.Duration
+	for i, s := range h.shapes {
+		s.mu.Lock()
+		lat := slices.Clone(s.latencies)
+		sr := ShapeReport{Operations: s.ops, OK: s.ok, Failed: s.failed, Faults: map[string]int{}, Retries: s.retries,
+			VerifiedApplied: s.verifiedApplied, VerifiedNotApplied: s.verifiedNotApplied, Ambiguous: s.ambiguous,
+			Canceled: s.canceled, BudgetExhausted: s.budgetExhausted}
+		for k, v := range s.faults {
+			sr.Faults[k] = v
+		}
+		s.mu.Unlock()
+		slices.Sort(lat)
+		sr.P50MS, sr.P99MS = ms(percentile(lat, 0.5)), ms(percentile(lat, 0.99))
+		all = append(all, lat...)
+		r.Shapes[shape(i).String()] = sr
+	}
+	slices.Sort(all)
+	r.Latency = Latency{P50MS: ms(percentile(all, 0.5)), P99MS: ms(percentile(all, 0.99))}
+
+	h.mu.Lock()
+	var worst time.Duration
+	for _, w := range h.windows {
+		ow := OutageWindow{OffsetMS: w.Offset.Milliseconds(), LengthMS: w.Length.Milliseconds()}
+		if w.opened {
+			end := w.endStats
+			if !w.closed {
+				end = st
+			}
+			ow.Calls = end.Calls - w.startStats.Calls
+			ow.Attempts = end.Attempts - w.startStats.Attempts
+			ow.Amplification = ratio(ow.Attempts, ow.Calls)
+		}
+		if w.recovered {
+			ow.RecoveryMS = ms(w.recovery)
+			worst = max(worst, w.recovery)
+		}
+		r.Outage.Windows = append(r.Outage.Windows, ow)
+		r.Outage.Calls += ow.Calls
+		r.Outage.Attempts += ow.Attempts
+		if h.tgt.proxy != nil {
+			ow.Refused = w.proxyOutageHits
+			r.Outage.Windows[len(r.Outage.Windows)-1].Refused = ow.Refused
+			r.Outage.Refused += ow.Refused
+		}
+		r.Windows = append(r.Windows, w.Outage)
+	}
+	r.Samples = slices.Clone(h.samples)
+	h.mu.Unlock()
+	if h.tgt.proxy == nil {
+		r.Outage.Refused = counts.Faults[faults.Outage]
+		if len(r.Outage.Windows) == 1 {
+			r.Outage.Windows[0].Refused = r.Outage.Refused
+		}
+	} else {
+		r.Faults[string(faults.Outage)] = r.Outage.Refused
+		pc := h.tgt.proxy.Counts()
+		r.Wire = &WireReport{Proxy: h.tgt.proxy.Addr(), Connections: pc.Connections, Commits: pc.CommitsSeen,
+			Reset: pc.Reset - r.Outage.Refused, CutCommit: pc.CutAfterCommit}
+		r.Wire.Reset = max(r.Wire.Reset, 0)
+		r.Wire.Faults = r.Wire.Reset + r.Wire.CutCommit
+	}
+	r.Outage.Amplification = ratio(r.Outage.Attempts, r.Outage.Calls)
+	r.Outage.RecoveryMS = ms(worst)
+
+	r.Invariants = Invariants{Lost: chk.Lost, Duplicated: chk.Duplicated, DoubleCounted: chk.DoubleCounted,
+		AuditMismatch: chk.AuditMismatch, JobAttemptsBurned: chk.JobAttemptsBurned, LostClaims: lostClaims,
+		EndedEarly: chk.EndedEarly, UncountedStarts: chk.UncountedStarts, Misreported: chk.Misreported}
+	r.OK = r.Invariants.Total() == 0
+	return r, nil
+}
+
+func durOr(d time.Duration, def string) string {
+	if d == 0 {
+		return def
+	}
+	return d.String()
+}
+
+// lostClaims counts leases nobody holds that no unsettled claim explains:
+// a task leased under a token whose caller was handed another task (a
+// blind replay of a claim whose COMMIT landed), and orphans beyond the
+// claims that reported an unknown outcome.
+func (h *harness) lostClaims(ctx context.Context) (int, error) {
+	rows, err := h.db.QueryContext(ctx, `SELECT id, lease_token FROM tasks WHERE status IN ('leased', 'running') AND lease_token IS NOT NULL`)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	lost, orphans := 0, 0
+	for rows.Next() {
+		var id, token string
+		if err := rows.Scan(&id, &token); err != nil {
+			return 0, err
+		}
+		held, ok := h.claimed[token]
+		switch {
+		case !ok:
+			orphans++
+		case held != id:
+			lost++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	unsettled := 0
+	for _, e := range h.ledger.Entries() {
+		if e.Kind == taskstore.OpClaim && e.Outcome != taskstore.ToldOK {
+			unsettled++
+		}
+	}
+	return lost + max(0, orphans-unsettled), nil
+}
+
+// WriteText writes r as the command's human report.
+func (r *RunReport) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "sqlretry chaos: %s, %s, %d workers, seed %d, fault rate %g per call, mode %s\n",
+		r.Engine, time.Duration(r.DurationMS)*time.Millisecond, r.Workers, r.Seed, r.FaultRate, r.Mode)
+	fmt.Fprintf(w, "policy: max retries %d, base delay %s, max delay %s, command timeout %s, budget %s\n",
+		r.Policy.MaxRetries, r.Policy.BaseDelay, r.Policy.MaxDelay, r.Policy.CommandTimeout, onOff(r.Policy.Budget))
+	fmt.Fprintf(w, "%d operations (%.0f/s), %d retries, %d refused by the budget; latency p50 %.1f ms, p99 %.1f ms\n\n",
+		r.Operations, r.OpsPerSec, r.Retries, r.BudgetExhausted, r.Latency.P50MS, r.Latency.P99MS)
+
+	fmt.Fprintf(w, "faults injected:")
+	for _, k := range reportedKinds {
+		fmt.Fprintf(w, " %s %d", k, r.Faults[string(k)])
+	}
+	fmt.Fprintln(w)
+	if r.Wire != nil {
+		fmt.Fprintf(w, "wire faults through the proxy %s: %d resets, %d cuts after COMMIT (%d connections, %d COMMITs seen)\n",
+			r.Wire.Proxy, r.Wire.Reset, r.Wire.CutCommit, r.Wire.Connections, r.Wire.Commits)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "shape\toperations\tok\tfailed\tfaults seen\tretries\tverified applied\tverified not applied\tambiguous\tp50 ms\tp99 ms\t")
+	for _, name := range shapeNames {
+		s := r.Shapes[name]
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t\n", name, s.Operations, s.OK, s.Failed, sum(s.Faults),
+			s.Retries, s.VerifiedApplied, s.VerifiedNotApplied, s.Ambiguous, s.P50MS, s.P99MS)
+	}
+	tw.Flush()
+	for _, name := range shapeNames {
+		if f := r.Shapes[name].Faults; len(f) > 0 {
+			fmt.Fprintf(w, "  %-10s faults by kind: %s\n", name, kindList(f))
+		}
+	}
+	fmt.Fprintln(w)
+	o := r.Outage
+	for _, ow := range o.Windows {
+		fmt.Fprintf(w, "outage %s at %s: %d calls, %d attempts, amplification %.3f, %d calls refused, recovered %.0f ms after it ended\n",
+			time.Duration(ow.LengthMS)*time.Millisecond, time.Duration(ow.OffsetMS)*time.Millisecond,
+			ow.Calls, ow.Attempts, ow.Amplification, ow.Refused, ow.RecoveryMS)
+	}
+	fmt.Fprintln(w)
+	r.writeInvariants(w)
+}
+
+func (r *RunReport) writeInvariants(w io.Writer) {
+	v := r.Invariants
+	fmt.Fprintf(w, "invariants: lost %d, duplicated %d, double counted %d, audit mismatch %d, job attempts burned %d, lost claims %d",
+		v.Lost, v.Duplicated, v.DoubleCounted, v.AuditMismatch, v.JobAttemptsBurned, v.LostClaims)
+	if n := v.EndedEarly + v.UncountedStarts + v.Misreported; n > 0 {
+		fmt.Fprintf(w, ", ended early %d, uncounted starts %d, misreported %d", v.EndedEarly, v.UncountedStarts, v.Misreported)
+	}
+	fmt.Fprintln(w)
+	if r.OK {
+		fmt.Fprintln(w, "OK: nothing lost, nothing applied twice")
+		return
+	}
+	fmt.Fprintf(w, "VIOLATED (%s): %d violations\n", r.Mode, v.Total())
+	for i, p := range r.Problems {
+		if i == 5 {
+			fmt.Fprintf(w, "  ... %d more\n", len(r.Problems)-5)
+			break
+		}
+		fmt.Fprintln(w, "  "+p)
+	}
+}
+
+// WriteComparison writes ours and the naive run side by side.
+func WriteComparison(w io.Writer, ours, naive *RunReport) {
+	fmt.Fprintf(w, "\nthe same seeded workload (seed %d), side by side:\n", ours.Seed)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "\tsqlretry\tnaive blind replay\t")
+	row := func(name string, a, b any) { fmt.Fprintf(tw, "%s\t%v\t%v\t\n", name, a, b) }
+	a, b := ours.Invariants, naive.Invariants
+	row("operations", ours.Operations, naive.Operations)
+	row("faults injected", sum(ours.Faults), sum(naive.Faults))
+	row("retries", ours.Retries, naive.Retries)
+	row("lost", a.Lost, b.Lost)
+	row("duplicated", a.Duplicated, b.Duplicated)
+	row("double counted runs", a.DoubleCounted, b.DoubleCounted)
+	row("audit mismatch", a.AuditMismatch, b.AuditMismatch)
+	row("job attempts burned", a.JobAttemptsBurned, b.JobAttemptsBurned)
+	row("lost claims", a.LostClaims, b.LostClaims)
+	row("misreported", a.Misreported, b.Misreported)
+	row("ambiguous errors surfaced", ambiguous(ours), ambiguous(naive))
+	row("outage amplification", fmt.Sprintf("%.3f", ours.Outage.Amplification), fmt.Sprintf("%.3f", naive.Outage.Amplification))
+	tw.Flush()
+}
+
+func ambiguous(r *RunReport) int {
+	n := 0
+	for _, s := range r.Shapes {
+		n += s.Ambiguous
+	}
+	return n
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+func kindList(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}

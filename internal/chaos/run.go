@@ -1,0 +1,425 @@
+package chaos
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/faults"
+	"github.com/sqlretry/sqlretry/taskstore"
+)
+
+// Sample is the run's state at one instant: the live progress view and the
+// plot are drawn from samples.
+type Sample struct {
+	Naive    bool          // the sample is from the naive comparison run
+	Elapsed  time.Duration // since the workload started
+	Total    time.Duration // the run's duration
+	Ops      int64         // store operations finished
+	OK       int64         // of which succeeded
+	Attempts int64         // operation attempts the policy made
+	Retries  int64         // retries the policy started
+	Faults   int           // faults injected (driver and wire)
+	Budget   float64       // the retry budget's tokens; -1 without a budget
+	Outage   bool          // an outage window is open
+}
+
+// epoch is the instant the plan's clock reads when the workload starts.
+var epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// errPause is how long a worker waits after a failed operation before its
+// next one, as a job worker backs off its polling loop.
+const errPause = 50 * time.Millisecond
+
+// harness is one run.
+type harness struct {
+	cfg     Config
+	label   string
+	started atomic.Bool
+	start   time.Time // cfg.Now() when the workload started; set before started
+
+	tgt    *target
+	db     *sql.DB
+	plan   *faults.Plan
+	pol    *sqlretry.Policy
+	store  *taskstore.Store
+	setup  *taskstore.Store
+	ledger *taskstore.Ledger
+	stop   atomic.Bool
+
+	ops, okOps atomic.Int64
+	shapes     [numShapes]*shapeStats
+
+	mu       sync.Mutex
+	windows  []window
+	claimed  map[string]string // token → task id, for every claim told OK
+	samples  []Sample
+	wireHits int // wire faults injected outside outages
+}
+
+// window is one outage as the run saw it.
+type window struct {
+	Outage
+	from, until     time.Duration // on the run's clock
+	opened, closed  bool
+	startStats      sqlretry.Stats
+	endStats        sqlretry.Stats
+	startFaults     int
+	recovery        time.Duration
+	recovered       bool
+	proxyBefore     faults.ProxyCounts
+	proxyOutageHits int
+}
+
+// elapsed is the run's clock: 0 until the workload starts.
+func (h *harness) elapsed() time.Duration {
+	if !h.started.Load() {
+		return 0
+	}
+	return h.cfg.Now().Sub(h.start)
+}
+
+// Run runs one chaos scenario and returns its report. Its error is an
+// [*InputError] for a bad setting or an unusable database, already
+// redacted; a violated invariant is not an error: see [RunReport.OK].
+func Run(ctx context.Context, cfg Config) (*RunReport, error) {
+	red := NewRedactor(cfg.DSN)
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, red.Error(err)
+	}
+	r, err := run(ctx, c)
+	return r, red.Error(err)
+}
+
+func run(ctx context.Context, cfg Config) (*RunReport, error) {
+	label := "ours"
+	if cfg.Naive {
+		label = "naive"
+	}
+	h := &harness{cfg: cfg, label: label, claimed: map[string]string{}, ledger: taskstore.NewLedger()}
+	for i := range h.shapes {
+		h.shapes[i] = &shapeStats{faults: map[string]int{}}
+	}
+	tgt, err := openTarget(ctx, cfg, label)
+	if err != nil {
+		return nil, err
+	}
+	defer tgt.close()
+	h.tgt = tgt
+
+	rules := h.rules()
+	h.plan, err = faults.NewPlan(faults.Config{Rules: rules, Seed: cfg.Seed, Now: func() time.Time { return epoch.Add(h.elapsed()) }})
+	if err != nil {
+		return nil, err
+	}
+	h.plan.Disable()
+	h.db = sql.OpenDB(faults.Connector(tgt.inner, h.plan))
+	defer h.db.Close()
+	h.db.SetMaxOpenConns(cfg.Workers + 4)
+	h.db.SetMaxIdleConns(cfg.Workers + 4)
+
+	pc, err := cfg.policyConfig(sqlretry.ObserverFunc(h.observe))
+	if err != nil {
+		return nil, err
+	}
+	if h.pol, err = sqlretry.New(pc); err != nil {
+		return nil, err
+	}
+	// Leases outlive the run: no lease expires while the workload runs, so
+	// a task leased at the end was leased by a claim, not recovered.
+	ttl := max(time.Minute, 4*cfg.Duration)
+	d := cfg.Engine.dialect()
+	h.store, err = taskstore.New(h.db, d, taskstore.Options{Policy: h.pol, Ledger: h.ledger, Naive: cfg.Naive, LeaseTTL: ttl, Now: cfg.Now, MaxAttempts: 5})
+	if err != nil {
+		return nil, err
+	}
+	h.setup, err = taskstore.New(h.db, d, taskstore.Options{LeaseTTL: ttl, Now: cfg.Now})
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := h.setup.Migrate(sctx); err != nil {
+		return nil, inputErr("--dsn", fmt.Errorf("create the task store's tables: %w", err))
+	}
+	workers := make([]*worker, cfg.Workers)
+	for i := range workers {
+		w, err := h.newWorker(sctx, i)
+		if err != nil {
+			return nil, fmt.Errorf("set up worker %d: %w", i, err)
+		}
+		workers[i] = w
+	}
+	for _, o := range cfg.Outages {
+		h.windows = append(h.windows, window{Outage: o, from: o.Offset, until: o.Offset + o.Length})
+	}
+
+	h.start = cfg.Now()
+	h.started.Store(true)
+	h.plan.Enable()
+	var wg sync.WaitGroup
+	for _, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.loop(ctx)
+		}()
+	}
+	h.drive(ctx)
+	h.stop.Store(true)
+	wg.Wait()
+	h.plan.Disable()
+	if tgt.proxy != nil {
+		_ = tgt.proxy.SetFault(faults.Fault{Mode: faults.Pass})
+	}
+	h.sample() // the final state
+	return h.finish(ctx)
+}
+
+// rules is the fault plan: the outages first (during an outage nothing
+// reaches the database), then every kind at the fault rate.
+func (h *harness) rules() []faults.Rule {
+	cfg := h.cfg
+	var rs []faults.Rule
+	if h.tgt.proxy == nil {
+		for _, o := range cfg.Outages {
+			from, until := epoch.Add(o.Offset), epoch.Add(o.Offset+o.Length)
+			// A server that is down refuses new connections, and a pooled
+			// connection finds its peer gone: database/sql drops it and
+			// dials, which is refused. Nothing reaches the database.
+			rs = append(rs, faults.Rule{Kind: faults.Outage, Phase: sqlretry.NotSent, Count: faults.Unlimited, From: from, Until: until})
+		}
+	}
+	r := cfg.FaultRate
+	if r <= 0 {
+		return rs
+	}
+	engine := faults.SQLite
+	switch cfg.Engine {
+	case Postgres:
+		engine = faults.Postgres
+	case MySQL:
+		engine = faults.MySQL
+	}
+	u := faults.Unlimited
+	// The rate is per call: a statement gets one of the three kinds that
+	// apply to it, a COMMIT one of two, each at an equal share.
+	exec, commit := r/3, r/2
+	// A hang costs its worker a command timeout: a few per run are enough
+	// to show the timeout fires and is told apart from a cancellation.
+	hangs := max(1, int(cfg.Duration/(5*time.Second)))
+	rs = append(rs,
+		// Hangs only on autocommit inserts: a hang inside an SQLite
+		// transaction would hold the database's only write lock.
+		faults.Rule{Kind: faults.Hang, Op: faults.OpExec, Match: "INSERT INTO tasks (", Rate: exec, Count: hangs},
+		faults.Rule{Kind: faults.BeforeSend, Op: faults.OpExec, Rate: exec, Count: u},
+		// AfterExec applies inside a transaction, AppliedReplyLost outside.
+		faults.Rule{Kind: faults.AfterExec, Op: faults.OpExec, Rate: exec, Count: u},
+		faults.Rule{Kind: faults.AppliedReplyLost, Op: faults.OpExec, Rate: exec, Count: u},
+		faults.Rule{Kind: faults.ServerError, Op: faults.OpExec, Engine: engine, Rate: exec, Count: u},
+		faults.Rule{Kind: faults.CommitNotApplied, Op: faults.OpCommit, Rate: commit, Count: u},
+		faults.Rule{Kind: faults.CommitAppliedReplyLost, Op: faults.OpCommit, Rate: commit, Count: u},
+	)
+	return rs
+}
+
+// drive samples the run until its duration has passed or ctx is done, and
+// plays the outages and wire faults on the proxy, if there is one.
+func (h *harness) drive(ctx context.Context) {
+	tick := time.NewTicker(h.cfg.SampleEvery)
+	defer tick.Stop()
+	var rng *rand.Rand
+	if h.tgt.proxy != nil {
+		rng = rand.New(rand.NewPCG(h.cfg.Seed, 0x5eed))
+	}
+	for {
+		el := h.elapsed()
+		h.outageEdges(el)
+		if rng != nil {
+			h.wireFaults(rng, el)
+		}
+		h.sample()
+		if el >= h.cfg.Duration {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// outageEdges records the policy's counters as each outage opens and closes,
+// and switches the proxy's outage.
+func (h *harness) outageEdges(el time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range h.windows {
+		w := &h.windows[i]
+		if !w.opened && el >= w.from {
+			w.opened = true
+			w.startStats = h.pol.Stats()
+			w.startFaults = h.plan.Counts().Faults[faults.Outage]
+			if p := h.tgt.proxy; p != nil {
+				w.proxyBefore = p.Counts()
+				_ = p.SetFault(faults.Fault{Mode: faults.Reset})
+			}
+		}
+		if w.opened && !w.closed && el >= w.until {
+			w.closed = true
+			w.endStats = h.pol.Stats()
+			if p := h.tgt.proxy; p != nil {
+				_ = p.SetFault(faults.Fault{Mode: faults.Pass})
+				after := p.Counts()
+				w.proxyOutageHits = (after.Reset - w.proxyBefore.Reset) + (after.Refuse - w.proxyBefore.Refuse)
+			}
+		}
+	}
+}
+
+func (h *harness) inOutage(el time.Duration) bool {
+	for _, o := range h.cfg.Outages {
+		if el >= o.Offset && el < o.Offset+o.Length {
+			return true
+		}
+	}
+	return false
+}
+
+// wireFaults, outside outages, resets a random proxied connection or cuts
+// one after its next COMMIT, at the fault rate per connection and second.
+func (h *harness) wireFaults(rng *rand.Rand, el time.Duration) {
+	if h.inOutage(el) || h.cfg.FaultRate <= 0 {
+		return
+	}
+	p := h.tgt.proxy
+	conns := p.Conns()
+	if len(conns) == 0 {
+		return
+	}
+	prob := h.cfg.FaultRate * h.cfg.SampleEvery.Seconds() * float64(len(conns)) * 5
+	if rng.Float64() >= prob {
+		return
+	}
+	c := conns[rng.IntN(len(conns))]
+	mode := faults.Reset
+	if rng.IntN(2) == 0 {
+		mode = faults.CutAfterCommit
+	}
+	if p.SetConnFault(c.ID, faults.Fault{Mode: mode}) == nil {
+		h.mu.Lock()
+		h.wireHits++
+		h.mu.Unlock()
+	}
+}
+
+func (h *harness) faultCount() int {
+	n := h.plan.Counts().Total()
+	if p := h.tgt.proxy; p != nil {
+		n += p.Counts().Faults()
+	}
+	return n
+}
+
+func (h *harness) sample() {
+	st := h.pol.Stats()
+	s := Sample{
+		Naive: h.cfg.Naive, Elapsed: min(h.elapsed(), h.cfg.Duration), Total: h.cfg.Duration,
+		Ops: h.ops.Load(), OK: h.okOps.Load(), Attempts: st.Attempts, Retries: st.Retries,
+		Faults: h.faultCount(), Budget: st.BudgetTokens,
+	}
+	if math.IsInf(s.Budget, 1) {
+		s.Budget = -1
+	}
+	s.Outage = h.inOutage(h.elapsed())
+	h.mu.Lock()
+	h.samples = append(h.samples, s)
+	h.mu.Unlock()
+	if h.cfg.Progress != nil {
+		h.cfg.Progress(s)
+	}
+}
+
+// done records one finished operation of shape sh.
+func (h *harness) done(sh shape, began time.Time, err error) {
+	end := h.cfg.Now()
+	h.ops.Add(1)
+	st := h.shapes[sh]
+	st.mu.Lock()
+	st.ops++
+	st.latencies = append(st.latencies, end.Sub(began))
+	switch taskstore.OutcomeOf(err) {
+	case taskstore.ToldOK:
+		st.ok++
+	case taskstore.ToldAmbiguous:
+		st.ambiguous++
+	case taskstore.ToldCanceled:
+		st.canceled++
+	default:
+		st.failed++
+		if errors.Is(err, sqlretry.ErrBudgetExhausted) {
+			st.budgetExhausted++
+		}
+	}
+	st.mu.Unlock()
+	if err != nil {
+		return
+	}
+	h.okOps.Add(1)
+	el := end.Sub(h.start)
+	h.mu.Lock()
+	for i := range h.windows {
+		w := &h.windows[i]
+		if !w.recovered && el >= w.until {
+			w.recovered, w.recovery = true, el-w.until
+		}
+	}
+	h.mu.Unlock()
+}
+
+// observe attributes the policy's events to shapes.
+func (h *harness) observe(e sqlretry.Event) {
+	sh, ok := shapeOf(e.Op)
+	if !ok {
+		return
+	}
+	st := h.shapes[sh]
+	// A failed attempt is counted once: by the retry it caused, by the
+	// give-up it ended in, or by the verify that found it applied.
+	counted := false
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	switch e.Kind {
+	case sqlretry.EventRetry:
+		st.retries++
+		counted = true
+	case sqlretry.EventGiveUp:
+		counted = true
+	case sqlretry.EventVerified:
+		if e.Applied {
+			st.verifiedApplied++
+			counted = true
+		} else {
+			st.verifiedNotApplied++
+		}
+	}
+	if !counted || e.Err == nil {
+		return
+	}
+	var fe *faults.Error
+	switch {
+	case errors.As(e.Err, &fe):
+		st.faults[string(fe.Kind)]++
+	case e.Class.Retryable:
+		st.faults["other_transient"]++
+	}
+}
