@@ -395,6 +395,29 @@ func sqlCommit(driverName string) func(t *testing.T, dsn, table string, id int) 
 	}
 }
 
+// pgxPreparedCommit commits through the extended protocol: COMMIT is a
+// statement prepared before the transaction, bound and executed by name.
+func pgxPreparedCommit(t *testing.T, dsn, table string, id int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect through the proxy: %v", err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Prepare(ctx, "commit_stmt", "COMMIT"); err != nil {
+		t.Fatalf("prepare COMMIT: %v", err)
+	}
+	if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
+		t.Fatalf("begin through the proxy: %v", err)
+	}
+	if _, err := conn.Exec(ctx, fmt.Sprintf("INSERT INTO %s (id) VALUES ($1)", table), id); err != nil {
+		t.Fatalf("insert through the proxy: %v", err)
+	}
+	_, err = conn.Exec(ctx, "commit_stmt")
+	return err
+}
+
 func pgxNativeCommit(t *testing.T, dsn, table string, id int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -417,6 +440,7 @@ func TestProxyCutAfterCommit(t *testing.T) {
 	pg, my := pgDSNVia(t), myDSNVia(t)
 	cases := []cutCase{
 		{name: "pgx native", db: pg, proto: faults.ProtocolPostgres, commitVia: pgxNativeCommit},
+		{name: "pgx native, prepared COMMIT (extended protocol)", db: pg, proto: faults.ProtocolPostgres, commitVia: pgxPreparedCommit},
 		{name: "pgx stdlib", db: pg, proto: faults.ProtocolAuto, commitVia: sqlCommit("pgx")},
 		{name: "go-sql-driver/mysql", db: my, proto: faults.ProtocolMySQL, commitVia: sqlCommit("mysql")},
 		{name: "go-sql-driver/mysql, protocol detected", db: my, proto: faults.ProtocolAuto, commitVia: sqlCommit("mysql")},

@@ -104,12 +104,28 @@ const (
 // pgParser follows the PostgreSQL frontend stream: untyped startup-phase
 // messages (length, code), then typed messages (type byte, length). It
 // recognises COMMIT and END in simple Query ('Q') and extended-protocol Parse
-// ('P') messages. A TLS or GSS-encrypted stream turns it off.
+// ('P') messages; the latter count when a portal bound to them is executed
+// ('B', 'E'), since a Parse alone runs nothing. A TLS or GSS-encrypted stream
+// turns it off.
 type pgParser struct {
 	buf     []byte
 	skip    int // bytes of an oversized message still to discard
 	startup bool
 	off     bool
+	// The extended protocol's COMMITs: prepared statements whose text is a
+	// COMMIT, and portals bound to them. Only those are kept.
+	stmts, portals map[string]bool
+}
+
+func (p *pgParser) mark(m *map[string]bool, name string, commit bool) {
+	if !commit {
+		delete(*m, name)
+		return
+	}
+	if *m == nil {
+		*m = map[string]bool{}
+	}
+	(*m)[name] = true
 }
 
 func (p *pgParser) feed(b []byte) int {
@@ -178,8 +194,16 @@ func (p *pgParser) feed(b []byte) int {
 			if isCommit(cstring(body), true) {
 				commits++
 			}
-		case 'P': // Parse: statement name, then the query text
-			if i := indexNUL(body); i >= 0 && isCommit(cstring(body[i+1:]), true) {
+		case 'P': // Parse: statement name, query text. It runs at Execute.
+			if i := indexNUL(body); i >= 0 {
+				p.mark(&p.stmts, string(body[:i]), isCommit(cstring(body[i+1:]), true))
+			}
+		case 'B': // Bind: portal name, statement name
+			if i := indexNUL(body); i >= 0 {
+				p.mark(&p.portals, string(body[:i]), p.stmts[cstring(body[i+1:])])
+			}
+		case 'E': // Execute: portal name
+			if p.portals[cstring(body)] {
 				commits++
 			}
 		}

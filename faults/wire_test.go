@@ -61,9 +61,24 @@ func TestParsersFindCommit(t *testing.T) {
 		{"pg END and COMMIT AND CHAIN", ProtocolPostgres, func(t *testing.T) []byte {
 			return encode(t, startup, &pgproto3.Query{String: "  END"}, &pgproto3.Query{String: "/* c */ COMMIT AND CHAIN"})
 		}, 2},
-		{"pg extended-protocol Parse of COMMIT", ProtocolPostgres, func(t *testing.T) []byte {
-			return encode(t, startup, &pgproto3.Parse{Name: "s1", Query: "COMMIT"}, &pgproto3.Bind{PreparedStatement: "s1"}, &pgproto3.Execute{}, &pgproto3.Sync{})
+		{"pg extended protocol: unnamed COMMIT parsed, bound and executed", ProtocolPostgres, func(t *testing.T) []byte {
+			return encode(t, startup, &pgproto3.Parse{Query: "COMMIT"}, &pgproto3.Bind{}, &pgproto3.Describe{ObjectType: 'P'}, &pgproto3.Execute{}, &pgproto3.Sync{})
 		}, 1},
+		{"pg extended protocol: a prepared COMMIT counts when executed, each time", ProtocolPostgres, func(t *testing.T) []byte {
+			return encode(t, startup,
+				&pgproto3.Parse{Name: "s1", Query: "commit"}, &pgproto3.Describe{ObjectType: 'S', Name: "s1"}, &pgproto3.Sync{},
+				&pgproto3.Parse{Name: "s2", Query: "insert into t values ($1)"}, &pgproto3.Sync{},
+				&pgproto3.Bind{DestinationPortal: "p", PreparedStatement: "s2"}, &pgproto3.Execute{Portal: "p"}, &pgproto3.Sync{},
+				&pgproto3.Bind{DestinationPortal: "p", PreparedStatement: "s1"}, &pgproto3.Execute{Portal: "p"}, &pgproto3.Sync{},
+				&pgproto3.Bind{PreparedStatement: "s1"}, &pgproto3.Execute{}, &pgproto3.Sync{})
+		}, 2},
+		{"pg extended protocol: a prepared COMMIT never executed runs nothing", ProtocolPostgres, func(t *testing.T) []byte {
+			return encode(t, startup, &pgproto3.Parse{Name: "s1", Query: "COMMIT"}, &pgproto3.Describe{ObjectType: 'S', Name: "s1"}, &pgproto3.Sync{})
+		}, 0},
+		{"pg extended protocol: a statement name reused for another query", ProtocolPostgres, func(t *testing.T) []byte {
+			return encode(t, startup, &pgproto3.Parse{Name: "s", Query: "COMMIT"}, &pgproto3.Parse{Name: "s", Query: "SELECT 1"},
+				&pgproto3.Bind{PreparedStatement: "s"}, &pgproto3.Execute{}, &pgproto3.Sync{})
+		}, 0},
 		{"pg batch ending in commit", ProtocolPostgres, func(t *testing.T) []byte {
 			return encode(t, startup, &pgproto3.Query{String: "BEGIN; INSERT INTO t VALUES ('a;commit'); COMMIT;"})
 		}, 1},
