@@ -51,14 +51,27 @@ func (c connP) Ping(ctx context.Context) error          { return c.ping(ctx) }
 func (c connR) ResetSession(ctx context.Context) error  { return c.resetSession(ctx) }
 func (c connPR) Ping(ctx context.Context) error         { return c.ping(ctx) }
 func (c connPR) ResetSession(ctx context.Context) error { return c.resetSession(ctx) }
+
+// IsValid reports false when the inner connection is unusable and was not
+// replaced, or says so itself, so that database/sql drops it without being
+// handed driver.ErrBadConn.
 func (c *conn) IsValid() bool {
 	return !c.broken && c.inner != nil && (c.validator == nil || c.validator.IsValid())
 }
+
+// Prepare is the pre-context entry point; database/sql calls PrepareContext.
 func (c *conn) Prepare(query string) (driver.Stmt, error) {
 	return c.PrepareContext(context.Background(), query)
 }
-func (c *conn) Begin() (driver.Tx, error)        { return c.BeginTx(context.Background(), driver.TxOptions{}) }
-func (c *connector) connOf(ic driver.Conn) *conn { cn := &conn{c: c}; cn.setInner(ic); return cn }
+
+// Begin is the pre-context entry point; database/sql calls BeginTx.
+func (c *conn) Begin() (driver.Tx, error) { return c.BeginTx(context.Background(), driver.TxOptions{}) }
+
+func (c *connector) connOf(ic driver.Conn) *conn {
+	cn := &conn{c: c}
+	cn.setInner(ic)
+	return cn
+}
 
 // wrap returns the wrapper type whose method set matches ic's.
 func (c *connector) wrap(ic driver.Conn) driver.Conn {

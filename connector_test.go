@@ -574,6 +574,15 @@ func TestConnectorCloserForwarded(t *testing.T) {
 	if _, ok := Connector(&fakeConnector{s: newFakeServer()}, p).(interface{ Close() error }); ok {
 		t.Error("wrapper of a connector without Close has Close")
 	}
+	srv := newFakeServer(&fault{op: "connect", err: errRefused})
+	c, err := Connector(&fakeConnector{s: srv}, p).Driver().Open("any")
+	if err != nil {
+		t.Fatalf("Driver().Open: got %v, want the refused connect retried", err)
+	}
+	if _, ok := c.(driver.Validator); !ok {
+		t.Errorf("Driver().Open returned %T, want the wrapper", c)
+	}
+	c.Close()
 	cc := &closingFakeConnector{fakeConnector: fakeConnector{s: newFakeServer()}}
 	db := sql.OpenDB(Connector(cc, p))
 	db.Close()
