@@ -28,6 +28,13 @@
 //	}
 //	plan.Disable() // a clean verification phase on the same *sql.DB
 //
+// Under a retry layer the same plan proves the layer: a lost COMMIT reply
+// must be settled by the Op's verify, never replayed blindly:
+//
+//	db := sql.OpenDB(faults.Connector(inner, plan))
+//	err := sqlretry.RunTx(ctx, db, policy, sqlretry.Write("persist", verify), nil, persist)
+//	// err == nil, exactly one row, plan.Counts().Faults[faults.CommitAppliedReplyLost] == 1
+//
 // The errors are what a real failure would show a classifier: a lost
 // connection is a *net.OpError wrapping ECONNRESET (phase unknown), a refusal
 // is driver.ErrBadConn or a refused dial (phase not sent), and all of them

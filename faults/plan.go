@@ -24,7 +24,8 @@ const (
 	// gets driver.ErrBadConn (for connect: a refused dial), which proves
 	// nothing was sent. database/sql itself retries driver.ErrBadConn on a
 	// fresh connection up to twice outside a transaction, so a rule that
-	// should reach the caller needs a Count of 3.
+	// should reach the caller needs a Count of 3, or Err: RefusedError(), a
+	// dial error that database/sql passes on at once.
 	BeforeSend Kind = "before_send"
 	// AfterExec runs the statement inside the transaction, then the
 	// connection dies: the inner transaction is rolled back and the caller
