@@ -240,6 +240,7 @@ func (t *target) openMySQL(ctx context.Context, c Config, label string) error {
 	}
 	acfg := cfg.Clone()
 	acfg.DBName = ""
+	acfg.Logger = &gomysql.NopLogger{}
 	ac, err := gomysql.NewConnector(acfg)
 	if err != nil {
 		return inputErr("--dsn", err)
@@ -262,6 +263,8 @@ func (t *target) openMySQL(ctx context.Context, c Config, label string) error {
 	})
 	run := cfg.Clone()
 	run.DBName = dbName
+	// The driver logs every broken connection; the report counts them.
+	run.Logger = &gomysql.NopLogger{}
 	if !c.NoProxy {
 		if err := t.startProxy(cfg.Addr, faults.ProtocolMySQL); err != nil {
 			return err

@@ -223,6 +223,7 @@ func (h *harness) finish(ctx context.Context) (*RunReport, error) {
 
 	h.mu.Lock()
 	var worst time.Duration
+	proxyOutage := 0
 	for _, w := range h.windows {
 		ow := OutageWindow{OffsetMS: w.Offset.Milliseconds(), LengthMS: w.Length.Milliseconds()}
 		if w.opened {
@@ -241,25 +242,21 @@ func (h *harness) finish(ctx context.Context) (*RunReport, error) {
 		r.Outage.Windows = append(r.Outage.Windows, ow)
 		r.Outage.Calls += ow.Calls
 		r.Outage.Attempts += ow.Attempts
-		if h.tgt.proxy != nil {
-			ow.Refused = w.proxyOutageHits
-			r.Outage.Windows[len(r.Outage.Windows)-1].Refused = ow.Refused
-			r.Outage.Refused += ow.Refused
-		}
+		proxyOutage += w.proxyOutageHits
+		r.Outage.Refused += w.proxyOutageHits
 		r.Windows = append(r.Windows, w.Outage)
 	}
 	r.Samples = slices.Clone(h.samples)
 	h.mu.Unlock()
-	if h.tgt.proxy == nil {
-		r.Outage.Refused = counts.Faults[faults.Outage]
-		if len(r.Outage.Windows) == 1 {
-			r.Outage.Windows[0].Refused = r.Outage.Refused
-		}
-	} else {
-		r.Faults[string(faults.Outage)] = r.Outage.Refused
+	r.Outage.Refused += counts.Faults[faults.Outage]
+	if len(r.Outage.Windows) == 1 {
+		r.Outage.Windows[0].Refused = r.Outage.Refused
+	}
+	r.Faults[string(faults.Outage)] = r.Outage.Refused
+	if h.tgt.proxy != nil {
 		pc := h.tgt.proxy.Counts()
 		r.Wire = &WireReport{Proxy: h.tgt.proxy.Addr(), Connections: pc.Connections, Commits: pc.CommitsSeen,
-			Reset: pc.Reset - r.Outage.Refused, CutCommit: pc.CutAfterCommit}
+			Reset: pc.Reset - proxyOutage, CutCommit: pc.CutAfterCommit}
 		r.Wire.Reset = max(r.Wire.Reset, 0)
 		r.Wire.Faults = r.Wire.Reset + r.Wire.CutCommit
 	}

@@ -61,7 +61,8 @@ type harness struct {
 	windows  []window
 	claimed  map[string]string // token → task id, for every claim told OK
 	samples  []Sample
-	wireHits int // wire faults injected outside outages
+
+	wireCommits int // COMMITs the proxy had seen at the last sample; drive's goroutine only
 }
 
 // window is one outage as the run saw it.
@@ -189,14 +190,19 @@ func run(ctx context.Context, cfg Config) (*RunReport, error) {
 func (h *harness) rules() []faults.Rule {
 	cfg := h.cfg
 	var rs []faults.Rule
-	if h.tgt.proxy == nil {
-		for _, o := range cfg.Outages {
-			from, until := epoch.Add(o.Offset), epoch.Add(o.Offset+o.Length)
-			// A server that is down refuses new connections, and a pooled
-			// connection finds its peer gone: database/sql drops it and
-			// dials, which is refused. Nothing reaches the database.
-			rs = append(rs, faults.Rule{Kind: faults.Outage, Phase: sqlretry.NotSent, Count: faults.Unlimited, From: from, Until: until})
+	for _, o := range cfg.Outages {
+		from, until := epoch.Add(o.Offset), epoch.Add(o.Offset+o.Length)
+		// A server that is down refuses new connections. Without a proxy, a
+		// pooled connection finds its peer gone too: database/sql drops it
+		// and dials, which is refused. With the proxy, the proxy resets the
+		// established connections as the outage starts (a statement in
+		// flight then has an unknown outcome), and dials are refused here,
+		// as a stopped server's port refuses them.
+		r := faults.Rule{Kind: faults.Outage, Phase: sqlretry.NotSent, Count: faults.Unlimited, From: from, Until: until}
+		if h.tgt.proxy != nil {
+			r.Op = faults.OpConnect
 		}
+		rs = append(rs, r)
 	}
 	r := cfg.FaultRate
 	if r <= 0 {
@@ -296,18 +302,18 @@ func (h *harness) inOutage(el time.Duration) bool {
 }
 
 // wireFaults, outside outages, resets a random proxied connection or cuts
-// one after its next COMMIT, at the fault rate per connection and second.
+// one after its next COMMIT: about one wire fault per 1/FaultRate COMMITs,
+// at most one per sample.
 func (h *harness) wireFaults(rng *rand.Rand, el time.Duration) {
+	p := h.tgt.proxy
+	commits := p.Counts().CommitsSeen
+	seen := commits - h.wireCommits
+	h.wireCommits = commits
 	if h.inOutage(el) || h.cfg.FaultRate <= 0 {
 		return
 	}
-	p := h.tgt.proxy
 	conns := p.Conns()
-	if len(conns) == 0 {
-		return
-	}
-	prob := h.cfg.FaultRate * h.cfg.SampleEvery.Seconds() * float64(len(conns)) * 5
-	if rng.Float64() >= prob {
+	if len(conns) == 0 || rng.Float64() >= h.cfg.FaultRate*float64(seen)/2 {
 		return
 	}
 	c := conns[rng.IntN(len(conns))]
@@ -315,11 +321,7 @@ func (h *harness) wireFaults(rng *rand.Rand, el time.Duration) {
 	if rng.IntN(2) == 0 {
 		mode = faults.CutAfterCommit
 	}
-	if p.SetConnFault(c.ID, faults.Fault{Mode: mode}) == nil {
-		h.mu.Lock()
-		h.wireHits++
-		h.mu.Unlock()
-	}
+	_ = p.SetConnFault(c.ID, faults.Fault{Mode: mode})
 }
 
 func (h *harness) faultCount() int {
