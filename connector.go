@@ -86,6 +86,11 @@ func ConnectorWith(inner driver.Connector, p *Policy, o ConnectorOptions) driver
 // driver.DriverContext when it implements it, else through a connector that
 // calls its Open with dsn. Like sql.Open, it does not connect.
 func Open(driverName, dsn string, p *Policy) (*sql.DB, error) {
+	return OpenWith(driverName, dsn, p, ConnectorOptions{})
+}
+
+// OpenWith is [Open] with the options of [ConnectorWith].
+func OpenWith(driverName, dsn string, p *Policy, o ConnectorOptions) (*sql.DB, error) {
 	probe, err := sql.Open(driverName, dsn)
 	if err != nil {
 		return nil, err
@@ -100,7 +105,7 @@ func Open(driverName, dsn string, p *Policy) (*sql.DB, error) {
 	} else {
 		inner = dsnConnector{dsn: dsn, d: d}
 	}
-	return sql.OpenDB(Connector(inner, p)), nil
+	return sql.OpenDB(ConnectorWith(inner, p, o)), nil
 }
 
 // dsnConnector is database/sql's connector for a driver without

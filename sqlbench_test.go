@@ -241,3 +241,25 @@ func BenchmarkPostgresSelect1Interleaved(b *testing.B) {
 	}
 	interleave(b, 200, sel(raw), sel(wrapped))
 }
+
+// BenchmarkPostgresRunTxVerifierInterleaved: RunTx without ("raw") and with
+// ("wrapped") the pg_xact_status commit verifier, in alternating batches.
+func BenchmarkPostgresRunTxVerifierInterleaved(b *testing.B) {
+	db, err := sql.Open("pgx", dbtest.FreshPostgres(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	mustExec(b, db, "CREATE TABLE c (id int PRIMARY KEY, v bigint NOT NULL)")
+	mustExec(b, db, "INSERT INTO c VALUES (1, 0)")
+	p := benchPolicy(b, postgres.Classifier)
+	ctx := context.Background()
+	incr := func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, "UPDATE c SET v = v + 1 WHERE id = 1")
+		return err
+	}
+	run := func(c sr.TxConfig) func(int) error {
+		return func(int) error { return sr.RunTxWith(ctx, db, p, sr.Write("incr", nil), c, incr) }
+	}
+	interleave(b, 20, run(sr.TxConfig{}), run(sr.TxConfig{Verifier: postgres.CommitVerifier{}}))
+}
