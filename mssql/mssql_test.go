@@ -285,19 +285,21 @@ var sink sr.Class
 
 func BenchmarkClassify(b *testing.B) {
 	cases := []struct {
-		name string
-		err  error
+		name     string
+		classify func(error) sr.Class
+		err      error
 	}{
-		{"transient/1205", gomssql.Error{Number: 1205, Class: 13, Message: "deadlock victim"}},
-		{"transient/40501-wrapped", fmt.Errorf("exec: %w", gomssql.Error{Number: 40501, Class: 20})},
-		{"permanent/2627", gomssql.Error{Number: 2627, Class: 14}},
-		{"foreign", errors.New("boom")},
+		{"transient/1205", Classify, gomssql.Error{Number: 1205, Class: 13, Message: "deadlock victim"}},
+		{"transient/40501-wrapped", Classify, fmt.Errorf("exec: %w", gomssql.Error{Number: 40501, Class: 20})},
+		{"permanent/2627", Classify, gomssql.Error{Number: 2627, Class: 14}},
+		{"foreign", Classify, errors.New("boom")},
+		{"neutral-baseline/foreign", sr.ClassifyNeutral, errors.New("boom")},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				sink = Classify(c.err)
+				sink = c.classify(c.err)
 			}
 		})
 	}

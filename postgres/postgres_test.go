@@ -436,6 +436,7 @@ func BenchmarkClassify(b *testing.B) {
 		{"cockroach/40001", ClassifyCockroach, &pgconn.PgError{Code: "40001"}},
 		{"foreign", Classify, errors.New("boom")},
 		{"foreign-wrapped", Classify, fmt.Errorf("op: %w", errors.New("boom"))},
+		{"neutral-baseline/foreign", sr.ClassifyNeutral, errors.New("boom")},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
