@@ -30,11 +30,14 @@
 //
 // # 57P01 in reply to COMMIT
 //
-// A session terminated while COMMIT was in flight may or may not have
-// committed. An error value does not say which statement it answered, so the
-// classifier reports 57P01/57P02/57P05 as not applied; sqlretry.RunTx treats
-// any failure of the commit itself by its own rules (an unknown outcome,
-// settled by the Op's Verify), whatever the classifier says.
+// A session terminated while COMMIT was in flight (57P01 after
+// pg_terminate_backend, 57P02, 57P05) may or may not have committed. An error
+// value does not say which statement it answered, so the classifier reports
+// these codes as not applied, which is right for every statement but COMMIT.
+// sqlretry.RunTx knows when it sent COMMIT and treats a commit failure by its
+// own rules: a not-applied failure whose session ended is read as unknown
+// and settled by the Op's Verify or a CommitVerifier (see [CommitVerifier]),
+// never blindly replayed.
 //
 // # query_canceled (57014)
 //
