@@ -33,10 +33,8 @@ func (s *Store) AdvanceRun(ctx context.Context, seriesID string, expected int64)
 	if s.naive {
 		err = s.naiveAdvance(ctx, seriesID, expected, &a)
 	} else {
-		op := sqlretry.Write("taskstore.advance-run", func(ctx context.Context) (bool, error) {
-			return s.advanced(ctx, s.db, &a)
-		})
-		err = sqlretry.RunTx(ctx, s.db, s.pol.AdvanceRun, op, nil, func(ctx context.Context, tx *sql.Tx) error {
+		verify := func(ctx context.Context) (bool, error) { return s.advanced(ctx, s.db, &a) }
+		err = sqlretry.RunTx(ctx, s.db, s.pol.AdvanceRun, sqlretry.Write("taskstore.advance-run", verify), nil, func(ctx context.Context, tx *sql.Tx) error {
 			res, err := tx.ExecContext(ctx, s.q.advance, a.ID, seriesID, expected)
 			if err != nil {
 				return err
@@ -57,6 +55,7 @@ func (s *Store) AdvanceRun(ctx context.Context, seriesID string, expected int64)
 			_, err = s.advanced(ctx, tx, &a)
 			return err
 		})
+		err = s.confirm(ctx, err, verify)
 	}
 	s.record(Entry{Kind: OpAdvance, ID: a.ID, TaskID: seriesID}, err)
 	if err != nil {

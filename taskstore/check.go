@@ -108,29 +108,21 @@ type snapshot struct {
 
 func (s *Store) snapshot(ctx context.Context) (snapshot, error) {
 	sn := snapshot{tasks: map[string]taskRow{}, audit: map[string]int{}, succeeded: map[string]int{}, runs: map[string]int{}, advances: map[string]map[string]int{}}
-	rows, err := s.db.QueryContext(ctx, s.dialect.bind(`SELECT id FROM tasks`))
+	rows, err := s.db.QueryContext(ctx, s.dialect.bind(`SELECT `+taskColumns+` FROM tasks`))
 	if err != nil {
 		return sn, err
 	}
-	var ids []string
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		t, err := scanTask(rows)
+		if err != nil {
 			rows.Close()
 			return sn, err
 		}
-		ids = append(ids, id)
+		sn.tasks[t.ID] = taskRow{task: t, fp: fingerprint(t), maxRuns: t.MaxRuns, runCount: t.CurrentRunCount}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return sn, err
-	}
-	for _, id := range ids {
-		t, err := s.get(ctx, s.db, id)
-		if err != nil {
-			return sn, err
-		}
-		sn.tasks[id] = taskRow{task: t, fp: fingerprint(t), maxRuns: t.MaxRuns, runCount: t.CurrentRunCount}
 	}
 	rows, err = s.db.QueryContext(ctx, s.dialect.bind(`SELECT transition_id, task_id, to_status FROM status_audit`))
 	if err != nil {

@@ -27,7 +27,7 @@ func newClock() *clock {
 	return c
 }
 
-func (c *clock) Now() time.Time           { return time.UnixMicro(c.us.Add(1)).UTC() }
+func (c *clock) Now() time.Time          { return time.UnixMicro(c.us.Add(1)).UTC() }
 func (c *clock) Advance(d time.Duration) { c.us.Add(d.Microseconds()) }
 
 // driverFor returns the database/sql driver name and a fresh DSN for d, or
@@ -36,11 +36,13 @@ func driverFor(t testing.TB, d Dialect) (string, string) {
 	t.Helper()
 	switch d {
 	case Postgres:
-		return "pgx", dbtest.FreshPostgres(t)
+		// Commits need not wait for the disk here: what is tested is
+		// whether they were applied, not whether they survive a crash.
+		return "pgx", dbtest.FreshPostgres(t) + "&synchronous_commit=off"
 	case MariaDB:
 		return "mysql", dbtest.FreshMySQL(t)
 	}
-	return "sqlite", SQLiteDSN(filepath.Join(t.TempDir(), "tasks.db"))
+	return "sqlite", SQLiteDSN(filepath.Join(t.TempDir(), "tasks.db")) + "&_pragma=synchronous(NORMAL)"
 }
 
 // openFaulty opens a fresh database of dialect d whose connections obey plan.

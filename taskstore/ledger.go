@@ -55,14 +55,23 @@ func (o Outcome) String() string {
 // wait would pass the caller's deadline (sqlretry.ErrDeadline) comes after
 // the last attempt's outcome was settled, so it is Failed, not Canceled.
 func OutcomeOf(err error) Outcome {
-	switch {
-	case err == nil:
+	if err == nil {
 		return ToldOK
-	case errors.Is(err, sqlretry.ErrAmbiguous):
+	}
+	if errors.Is(err, sqlretry.ErrAmbiguous) {
 		return ToldAmbiguous
-	case errors.Is(err, sqlretry.ErrDeadline):
+	}
+	// A *sqlretry.Error says why the Policy stopped in Cause; its last
+	// database error may itself be a command timeout's context error, which
+	// is not the caller's.
+	var re *sqlretry.Error
+	if errors.As(err, &re) && re.Cause != nil {
+		if !errors.Is(re.Cause, sqlretry.ErrDeadline) && (errors.Is(re.Cause, context.Canceled) || errors.Is(re.Cause, context.DeadlineExceeded)) {
+			return ToldCanceled
+		}
 		return ToldFailed
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return ToldCanceled
 	}
 	return ToldFailed

@@ -71,8 +71,8 @@ func (s *Store) SetStatus(ctx context.Context, t Transition) (string, error) {
 // transaction, settled after an ambiguous COMMIT by looking for the audit
 // row.
 func (s *Store) apply(ctx context.Context, p *sqlretry.Policy, c change) error {
-	op := sqlretry.Write(c.op, func(ctx context.Context) (bool, error) { return s.auditExists(ctx, s.db, c.id) })
-	return sqlretry.RunTx(ctx, s.db, p, op, nil, func(ctx context.Context, tx *sql.Tx) error {
+	verify := func(ctx context.Context) (bool, error) { return s.auditExists(ctx, s.db, c.id) }
+	err := sqlretry.RunTx(ctx, s.db, p, sqlretry.Write(c.op, verify), nil, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, c.update, c.args...)
 		if err != nil {
 			return err
@@ -93,6 +93,25 @@ func (s *Store) apply(ctx context.Context, p *sqlretry.Policy, c change) error {
 		_, err = tx.ExecContext(ctx, s.q.insertAudit, c.id, string(c.from), c.at.UnixMicro(), c.taskID)
 		return err
 	})
+	return s.confirm(ctx, err, verify)
+}
+
+// confirm reads once more before the store reports a failure whose last
+// attempt ended with an unknown outcome (a command timeout, a lost
+// connection) and that the Policy did not report as ambiguous: such an
+// attempt may have committed, and a write that landed must not be reported
+// as failed. It costs one read, on error paths only, and never runs after
+// the caller's context is done.
+func (s *Store) confirm(ctx context.Context, err error, verify sqlretry.VerifyFunc) error {
+	var re *sqlretry.Error
+	if err == nil || ctx.Err() != nil || errors.Is(err, sqlretry.ErrAmbiguous) || !errors.As(err, &re) || re.Class.Phase != sqlretry.Unknown {
+		return err
+	}
+	applied, verr := sqlretry.DoValue(ctx, s.pol.Read, sqlretry.Idempotent("taskstore.confirm"), verify)
+	if verr == nil && applied {
+		return nil
+	}
+	return err
 }
 
 // auditExists reports whether the audit row of transition id exists.
@@ -154,8 +173,23 @@ var errClaimRace = errors.New("taskstore: claim: the selected task changed befor
 func (s *Store) Claim(ctx context.Context, owner string) (*Lease, error) {
 	token := s.newID()
 	var lease *Lease
+	lost := false
+	attempt := 0
 	body := func(ctx context.Context, tx *sql.Tx) error {
 		lease = nil
+		attempt++
+		if attempt > 1 && !s.naive {
+			// Retry only if the claim is not already there: an earlier
+			// attempt may have committed although its error said otherwise.
+			l, landed, err := s.holding(ctx, tx, token, owner)
+			if err != nil {
+				return err
+			}
+			if landed {
+				lease, lost = l, l == nil
+				return nil
+			}
+		}
 		now := s.now()
 		var id string
 		err := tx.QueryRowContext(ctx, s.q.claimCandidate, now.UnixMicro()).Scan(&id)
@@ -189,16 +223,16 @@ func (s *Store) Claim(ctx context.Context, owner string) (*Lease, error) {
 	if s.naive {
 		err = sqlretry.RunTx(ctx, s.db, s.pol.Claim, sqlretry.Idempotent("taskstore.claim"), nil, body)
 	} else {
-		lost := false
-		op := sqlretry.Write("taskstore.claim", func(ctx context.Context) (bool, error) {
-			l, held, err := s.holding(ctx, token, owner)
+		verify := func(ctx context.Context) (bool, error) {
+			l, held, err := s.holding(ctx, s.db, token, owner)
 			if err != nil || !held {
 				return held, err
 			}
 			lease, lost = l, l == nil
 			return true, nil
-		})
-		err = sqlretry.RunTx(ctx, s.db, s.pol.Claim, op, nil, body)
+		}
+		err = sqlretry.RunTx(ctx, s.db, s.pol.Claim, sqlretry.Write("taskstore.claim", verify), nil, body)
+		err = s.confirm(ctx, err, verify)
 		if err == nil && lost {
 			err = &StatusError{Want: Leased, cause: ErrLeaseLost}
 		}
@@ -219,9 +253,9 @@ func (s *Store) Claim(ctx context.Context, owner string) (*Lease, error) {
 // holding settles an ambiguous claim: landed reports whether the claim with
 // token committed; lease is what owner holds under it now (nil if the lease
 // has since expired and been taken back).
-func (s *Store) holding(ctx context.Context, token, owner string) (lease *Lease, landed bool, err error) {
+func (s *Store) holding(ctx context.Context, q querier, token, owner string) (lease *Lease, landed bool, err error) {
 	var id string
-	err = s.db.QueryRowContext(ctx, s.q.auditTask, token).Scan(&id)
+	err = q.QueryRowContext(ctx, s.q.auditTask, token).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, nil
 	}
@@ -230,14 +264,14 @@ func (s *Store) holding(ctx context.Context, token, owner string) (lease *Lease,
 	}
 	var held sql.NullString
 	var exp sql.NullInt64
-	err = s.db.QueryRowContext(ctx, s.dialect.bind(`SELECT lease_token, lease_expires_us FROM tasks WHERE id = ?`), id).Scan(&held, &exp)
+	err = q.QueryRowContext(ctx, s.dialect.bind(`SELECT lease_token, lease_expires_us FROM tasks WHERE id = ?`), id).Scan(&held, &exp)
 	if err != nil {
 		return nil, true, err
 	}
 	if held.String != token {
 		return nil, true, nil
 	}
-	t, err := s.get(ctx, s.db, id)
+	t, err := s.get(ctx, q, id)
 	if err != nil {
 		return nil, true, err
 	}

@@ -316,17 +316,23 @@ func (s *Store) Get(ctx context.Context, id string) (Task, error) {
 }
 
 func (s *Store) get(ctx context.Context, q querier, id string) (Task, error) {
+	t, err := scanTask(q.QueryRowContext(ctx, s.q.get, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Task{}, ErrNotFound
+	}
+	return t, err
+}
+
+// scanTask reads the taskColumns of one row.
+func scanTask(row interface{ Scan(dest ...any) error }) (Task, error) {
 	var (
 		t                              Task
 		key, parent, owner             sql.NullString
 		sched, lastExec, leaseExp, due sql.NullInt64
 		status                         string
 	)
-	err := q.QueryRowContext(ctx, s.q.get, id).Scan(&t.ID, &key, &parent, &sched, &due, &status, &t.JobAttempts,
+	err := row.Scan(&t.ID, &key, &parent, &sched, &due, &status, &t.JobAttempts,
 		&t.MaxAttempts, &lastExec, &t.ScheduleVersion, &t.CurrentRunCount, &t.MaxRuns, &owner, &leaseExp, &t.Payload)
-	if errors.Is(err, sql.ErrNoRows) {
-		return Task{}, ErrNotFound
-	}
 	if err != nil {
 		return Task{}, err
 	}
