@@ -201,6 +201,16 @@ func cpuNow() int64 {
 }
 
 func BenchmarkSQLitePointReadInterleaved(b *testing.B) {
+	for _, aa := range []bool{false, true} {
+		name := "raw-vs-wrapped"
+		if aa {
+			name = "raw-vs-raw" // the noise floor: two raw handles
+		}
+		b.Run(name, func(b *testing.B) { sqlitePointReadInterleaved(b, aa) })
+	}
+}
+
+func sqlitePointReadInterleaved(b *testing.B, aa bool) {
 	dsn := "file:" + filepath.Join(b.TempDir(), "b.db") + "?_pragma=journal_mode(wal)"
 	raw, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -210,6 +220,9 @@ func BenchmarkSQLitePointReadInterleaved(b *testing.B) {
 	mustExec(b, raw, "CREATE TABLE t (id INTEGER PRIMARY KEY, v INTEGER NOT NULL)")
 	mustExec(b, raw, "WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 1000) INSERT INTO t SELECT n, n * 2 FROM s")
 	wrapped, err := sr.Open("sqlite", dsn, benchPolicy(b, sqliteClassifier))
+	if aa {
+		wrapped, err = sql.Open("sqlite", dsn)
+	}
 	if err != nil {
 		b.Fatal(err)
 	}
