@@ -46,7 +46,9 @@ var minDelay = map[int32]time.Duration{
 // (nothing ran); transport errors, client timeouts, failover reports and
 // errors that say the outcome is unknown are unknown.
 var blocks = []block{
-	// EF
+	// In EF Core's list only (the message texts are its source comments,
+	// first sentence). 203: EF Core retries it only with a Win32 inner
+	// exception, which a Go driver never has; kept, as nothing ran.
 	{true, []string{srcEFCore}, []row{
 		{49983, sr.NotApplied, "The '%ls' operation failed to complete"},
 		{49977, sr.NotApplied, "The elastic pool '%ls' is busy with another operation"},
@@ -202,7 +204,7 @@ var blocks = []block{
 		{121, sr.Unknown, "the semaphore timeout period has expired (a transport error): the request may have reached the server"},
 		{20, sr.NotSent, "The instance of SQL Server you attempted to connect to does not support encryption"},
 	}},
-	// EF + SqlClientBaseline + JDBC
+	// In EF Core's, SqlClient's baseline and the JDBC driver's lists.
 	{true, []string{srcEFCore, srcSqlClient, srcJDBC}, []row{
 		{49920, sr.NotApplied, "cannot process request: too many operations in progress for the subscription"},
 		{49919, sr.NotApplied, "cannot process create or update request: too many operations in progress for the subscription"},
@@ -210,7 +212,7 @@ var blocks = []block{
 		{4221, sr.NotSent, "Login to read-secondary failed due to long wait on 'HADR_DATABASE_WAIT_FOR_TRANSITION_TO_VERSIONING'"},
 		{233, sr.NotSent, "The client was unable to establish a connection because of an error during connection initialization proces..."},
 	}},
-	// EF + SqlClientBaseline + SqlClientLogin + JDBC
+	// In EF Core's, SqlClient's baseline and login, and the JDBC driver's lists.
 	{true, []string{srcEFCore, srcSqlClient, srcSqlClientLogin, srcJDBC}, []row{
 		{42109, sr.NotSent, "The SQL pool is warming up"},
 		{42108, sr.NotSent, "Can not connect to the SQL pool since it is paused"},
@@ -219,35 +221,38 @@ var blocks = []block{
 		{10929, sr.NotApplied, "minimum guarantee exceeded and the server is too busy: the request was refused"},
 		{10928, sr.NotApplied, "resource ID limit for the database reached (sessions, workers): the request was refused"},
 	}},
-	// EF + SqlClientBaseline + SqlClientLogin + JDBC + Seed000
+	// In every list, seed 000's included.
 	{true, []string{srcEFCore, srcSqlClient, srcSqlClientLogin, srcJDBC, srcSeed000}, []row{
 		{40613, sr.NotSent, "database not currently available (failover or scaling): refused at connect, nothing ran"},
 		{40501, sr.NotApplied, "the service is currently busy: retry the request after 10 seconds"},
 		{40197, sr.Unknown, "the service has encountered an error processing your request (failover or upgrade): a request in flight may have been applied"},
 		{4060, sr.NotSent, "cannot open database requested by the login (failover, restore, auto-pause; or a wrong name): refused at login, nothing ran"},
 	}},
-	// EF + SqlClientBaseline
+	// In EF Core's and SqlClient's baseline lists.
 	{true, []string{srcEFCore, srcSqlClient}, []row{
 		{10060, sr.NotSent, "A network-related or instance-specific error occurred while establishing a connection to SQL Server"},
 		{1222, sr.NotApplied, "lock request time out period exceeded: the statement was aborted (the transaction survives unless XACT_ABORT is ON); re-run the whole transaction"},
 		{1204, sr.NotApplied, "cannot obtain a LOCK resource at this time: the statement failed; rerun when there are fewer active users"},
 		{997, sr.NotSent, "A connection was successfully established with the server, but then an error occurred during the login process"},
 	}},
-	// EF + JDBC
+	// In EF Core's and the JDBC driver's lists (client-side network errors in
+	// SqlClient; go-mssqldb reports these as net errors instead).
 	{true, []string{srcEFCore, srcJDBC}, []row{
 		{10054, sr.Unknown, "transport-level error: the connection was forcibly closed; the request may have reached the server"},
 		{10053, sr.Unknown, "transport-level error receiving results: the connection broke after the request was sent"},
 		{64, sr.NotSent, "A connection was successfully established with the server, but then an error occurred during the login process"},
 	}},
-	// EF + SqlClientBaseline + Seed000
+	// In EF Core's, SqlClient's baseline and seed 000's lists.
 	{true, []string{srcEFCore, srcSqlClient, srcSeed000}, []row{
 		{1205, sr.NotApplied, "deadlock victim: the server rolled the whole transaction back; re-run it whole"},
 	}},
-	// Seed000
+	// Only in seed 000: SqlClient's client timeout. EF Core leaves it out
+	// because the operation may have completed; retryable here, as unknown.
 	{true, []string{srcSeed000}, []row{
 		{-2, sr.Unknown, "client command timeout (SqlClient -2): the statement may have completed, as EF Core warns; verify before replaying a write"},
 	}},
-	// SqlClientLogin + JDBC
+	// 40197's embedded failover codes: SqlClient (.NET Framework) login list
+	// and the JDBC driver's list; not in EF Core's.
 	{true, []string{srcSqlClientLogin, srcJDBC}, []row{
 		{40020, sr.Unknown, "failover code reported in 40197's error-code slot, sometimes as the number itself: treated as 40197"},
 		{40166, sr.Unknown, "failover code reported in 40197's error-code slot, sometimes as the number itself: treated as 40197"},
