@@ -115,12 +115,12 @@ func TestSustainedOutage(t *testing.T) {
 
 	started := time.Now()
 	time.Sleep(healthy)
-	before := p.Stats()
+	before, beforeAt := p.Stats(), time.Now()
 	if err := srv.Stop(); err != nil {
 		t.Fatalf("stop server: %v", err)
 	}
 	time.Sleep(outage)
-	during := p.Stats()
+	during, window := p.Stats(), time.Since(beforeAt)
 	if err := srv.Start(); err != nil {
 		t.Fatalf("start server: %v", err)
 	}
@@ -136,7 +136,7 @@ func TestSustainedOutage(t *testing.T) {
 	// of a token per success.
 	outageRetries := during.Retries - before.Retries
 	successes := (during.Calls - during.GaveUp) - (before.Calls - before.GaveUp)
-	maxRetries := float64(10) + outage.Seconds()*1 + 0.1*float64(max(successes, 0))
+	maxRetries := float64(10) + window.Seconds()*1 + 0.1*float64(max(successes, 0))
 	if float64(outageRetries) > maxRetries+1 {
 		t.Errorf("retries during the outage: got %d, want at most %.0f (the budget's Max + Floor·t + Ratio·calls)", outageRetries, maxRetries)
 	}
