@@ -21,6 +21,10 @@ type Op struct {
 
 	idempotent bool
 	verify     VerifyFunc
+	// rephase, if set, revises a failure's class with what the caller knows
+	// and the classifier cannot: RunTx knows that a failure before COMMIT
+	// was sent left nothing applied.
+	rephase func(err error, c Class) Class
 }
 
 // Idempotent returns an Op that may be replayed after any retryable failure,

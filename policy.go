@@ -42,6 +42,10 @@ type Config struct {
 	// connects retry under the Policy's own rules; authentication failures
 	// are never retried either way.
 	ConnectSchedule Schedule
+	// CommitVerifier, if set, settles the ambiguous COMMIT of a [RunTx]
+	// whose Op has no Verify (package postgres: pg_xact_status). If nil, such
+	// a COMMIT ends the call with ErrAmbiguous.
+	CommitVerifier CommitVerifier
 	// Budget bounds retries across calls. If nil, a DefaultBudget of the
 	// Policy's own; NoBudget disables it. Share one *Budget between Policies
 	// to bound them together.
@@ -76,6 +80,7 @@ type Policy struct {
 	classifier     Classifier
 	schedule       Schedule
 	connSchedule   Schedule
+	commitVerifier CommitVerifier
 	budget         *Budget // nil when disabled
 	breaker        *Breaker
 	observer       Observer
@@ -114,6 +119,7 @@ func New(c Config) (*Policy, error) {
 		classifier:     c.Classifier,
 		schedule:       c.Schedule,
 		connSchedule:   c.ConnectSchedule,
+		commitVerifier: c.CommitVerifier,
 		budget:         c.Budget,
 		breaker:        c.Breaker,
 		observer:       c.Observer,
@@ -241,6 +247,9 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 		}
 		p.failures.Add(1)
 		class := p.classify(err, timedOut)
+		if op.rephase != nil {
+			class = op.rephase(err, class)
+		}
 		if p.breaker != nil {
 			if class.Retryable {
 				if t := p.breaker.failure(p.now(), probe); t.changed() {

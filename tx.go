@@ -86,17 +86,18 @@ func RunTxWith(ctx context.Context, db *sql.DB, p *Policy, op Op, c TxConfig, fn
 	if ctx.Value(txKey{}) != nil {
 		return ErrNestedTx
 	}
+	if c.Verifier == nil {
+		c.Verifier = p.commitVerifier
+	}
 	t := &txRun{db: db, p: p, c: c, fn: fn, userVerify: op.verify, pq: isLibPQ(db.Driver())}
-	if op.idempotent {
-		t.c.Verifier = nil // an idempotent transaction is replayed: no need to mark it
-	} else {
-		if op.verify != nil {
-			t.c.Verifier = nil
-		}
-		// The verify settles a pre-COMMIT failure as "not applied" without a
-		// query, and an ambiguous COMMIT by the Op's Verify or the verifier.
+	if op.idempotent || op.verify != nil {
+		t.c.Verifier = nil // replayed, or settled by the Op: no need to mark it
+	}
+	if !op.idempotent {
+		// An ambiguous COMMIT is settled by the Op's Verify or the verifier.
 		op.verify = t.verify
 	}
+	op.rephase = t.rephase
 	return p.Do(ctx, op, t.attempt)
 }
 
@@ -213,11 +214,24 @@ func sessionEnded(ctx context.Context, conn *sql.Conn) bool {
 	return ended
 }
 
-// verify settles an Unknown-phase failure of an attempt for the Policy.
+// rephase revises the class of a failed attempt: a retryable failure of
+// unknown outcome before COMMIT was sent (a connection lost mid-transaction,
+// a statement timeout) left nothing applied, since a server rolls back a
+// transaction that never committed.
+func (t *txRun) rephase(err error, c Class) Class {
+	if t.stage != stageCommit && c.Retryable && c.Phase == Unknown {
+		c.Phase = NotApplied
+		c.Reason += " (before COMMIT was sent: the transaction was rolled back)"
+	}
+	return c
+}
+
+// verify settles an Unknown-phase failure of COMMIT for the Policy.
 func (t *txRun) verify(ctx context.Context) (bool, error) {
 	switch {
 	case t.stage != stageCommit:
-		// COMMIT was never sent: the server rolled the transaction back.
+		// Not reached: rephase makes such failures NotApplied. Kept so a
+		// verify can never claim a commit that was not sent.
 		return false, nil
 	case t.userVerify != nil:
 		return t.userVerify(ctx)

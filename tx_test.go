@@ -283,3 +283,33 @@ func TestRunTxVerifierErrorIsAmbiguous(t *testing.T) {
 		t.Errorf("got %d transactions, want 1 (never replayed)", got)
 	}
 }
+
+// A failure of unknown outcome before COMMIT is rephased to not-applied: it
+// is retried without a verification, and Stats says so.
+func TestRunTxPreCommitFailureNeedsNoVerify(t *testing.T) {
+	srv := newFakeServer(&fault{op: "exec", err: errLost, kill: true})
+	db := sql.OpenDB(&fakeConnector{s: srv})
+	defer db.Close()
+	p := testPolicy(t, Config{MaxRetries: 2})
+	if err := RunTx(context.Background(), db, p, Write("t", nil), nil, addOne); err != nil {
+		t.Fatal(err)
+	}
+	if s := p.Stats(); s.Verifications != 0 || s.Retries != 1 {
+		t.Fatalf("verifications %d, retries %d; want 0 and 1", s.Verifications, s.Retries)
+	}
+}
+
+// Config.CommitVerifier is RunTx's default verifier.
+func TestRunTxUsesThePolicysCommitVerifier(t *testing.T) {
+	srv := newFakeServer(&fault{op: "commit", err: errLost, apply: true, kill: true})
+	db := sql.OpenDB(&fakeConnector{s: srv})
+	defer db.Close()
+	v := &fakeVerifier{srv: srv, want: 1}
+	p := testPolicy(t, Config{MaxRetries: 2, CommitVerifier: v})
+	if err := RunTx(context.Background(), db, p, Write("t", nil), nil, addOne); err != nil {
+		t.Fatalf("got %v, want the verifier to settle the commit as applied", err)
+	}
+	if len(v.asked) != 1 || srv.get("n") != 1 {
+		t.Fatalf("verifier asked %d times, n = %d; want 1 and 1", len(v.asked), srv.get("n"))
+	}
+}
