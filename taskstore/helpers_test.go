@@ -114,3 +114,5 @@ func reset(t testing.TB, s *Store) {
 }
 
 var dialects = []Dialect{SQLite, Postgres, MariaDB}
+
+func runtimeGosched() { time.Sleep(time.Millisecond) }
