@@ -144,6 +144,13 @@ func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
 		}
 		return c.wrap(ic), nil
 	}
+	if b, ok := c.p.connSchedule.(ConnectBound); ok {
+		if d := b.ConnectTimeout(); d > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d)
+			defer cancel()
+		}
+	}
 	var ic driver.Conn
 	err := c.p.run(ctx, connectOp, func(ctx context.Context) error {
 		var err error

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/lib/pq"
@@ -700,3 +701,33 @@ func TestRunTxOverConnectorDoesNotMultiply(t *testing.T) {
 		})
 	}
 }
+
+type boundSchedule struct{ d time.Duration }
+
+func (boundSchedule) Decide(Failure) (Decision, time.Duration) { return Defer, 0 }
+func (b boundSchedule) ConnectTimeout() time.Duration          { return b.d }
+
+// A connect schedule's ConnectTimeout (JDBC loginTimeout) bounds a login
+// that hangs, not only the waits between attempts.
+func TestConnectBoundCutsAHungLogin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hung := driverConnectorFunc(func(ctx context.Context) (driver.Conn, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+		p := testPolicy(t, Config{ConnectSchedule: boundSchedule{5 * time.Second}})
+		start := time.Now()
+		_, err := Connector(hung, p).Connect(context.Background())
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("got %v, want the connect cut by its 5 s bound", err)
+		}
+		if waited := time.Since(start); waited != 5*time.Second {
+			t.Fatalf("the connect ran %v of fake time, want 5s", waited)
+		}
+	})
+}
+
+type driverConnectorFunc func(ctx context.Context) (driver.Conn, error)
+
+func (f driverConnectorFunc) Connect(ctx context.Context) (driver.Conn, error) { return f(ctx) }
+func (f driverConnectorFunc) Driver() driver.Driver                            { return nil }

@@ -61,3 +61,11 @@ func (s ScheduleFunc) Decide(f Failure) (Decision, time.Duration) { return s(f) 
 type StatementConsent interface {
 	ConsentsToReplay(statement string) bool
 }
+
+// ConnectBound is an optional interface of a connect [Schedule]: the whole
+// connect, its retries included, must end within ConnectTimeout (the JDBC
+// driver's loginTimeout), so a login that hangs is cut too, not only the
+// waits between attempts. 0 means no bound.
+type ConnectBound interface {
+	ConnectTimeout() time.Duration
+}

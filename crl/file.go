@@ -242,11 +242,18 @@ func (f *File) ConsentsToReplay(statement string) bool {
 
 // ConnectSchedule returns a schedule that decides with the current
 // connection rules, for [sqlretry.Config.ConnectSchedule].
-func (f *File) ConnectSchedule() sqlretry.Schedule {
-	return sqlretry.ScheduleFunc(func(fl sqlretry.Failure) (sqlretry.Decision, time.Duration) {
-		return f.state().conn.Decide(fl)
-	})
+func (f *File) ConnectSchedule() sqlretry.Schedule { return fileConn{f} }
+
+// fileConn is the connect schedule of a File: the current connection rules
+// and loginTimeout.
+type fileConn struct{ f *File }
+
+func (c fileConn) Decide(fl sqlretry.Failure) (sqlretry.Decision, time.Duration) {
+	return c.f.state().conn.Decide(fl)
 }
+
+// ConnectTimeout implements [sqlretry.ConnectBound].
+func (c fileConn) ConnectTimeout() time.Duration { return c.f.state().conn.ConnectTimeout() }
 
 // Apply sets p.Schedule to f and p.ConnectSchedule to f.ConnectSchedule().
 func (f *File) Apply(p *sqlretry.Config) {

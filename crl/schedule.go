@@ -253,6 +253,10 @@ func (s *ConnSchedule) Connect() Connect {
 	return Connect{RetryCount: s.count, RetryInterval: int(s.interval / time.Second), LoginTimeout: int(s.login / time.Second)}
 }
 
+// ConnectTimeout implements [sqlretry.ConnectBound]: loginTimeout bounds the
+// whole connect, a hung login included. 0 with NoLoginTimeout.
+func (s *ConnSchedule) ConnectTimeout() time.Duration { return s.login }
+
 // Decide implements [sqlretry.Schedule].
 func (s *ConnSchedule) Decide(f sqlretry.Failure) (sqlretry.Decision, time.Duration) {
 	d, w, _ := s.decide(f, false)
