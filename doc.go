@@ -35,9 +35,29 @@
 //
 // # database/sql
 //
-// [Connector] and [Open] give code that uses *sql.DB transparent retry of
-// statements outside transactions and of connects; [RunTx] retries a whole
-// transaction and settles an ambiguous COMMIT instead of replaying it.
+// [Connector] and [Open] give code that uses *sql.DB (directly, or through
+// sqlc, sqlx, GORM or ent) transparent retry of statements outside
+// transactions and of connects:
+//
+//	db := sql.OpenDB(sqlretry.Connector(inner, p))
+//
+// A statement is replayed after a failure that proves nothing was applied;
+// after an ambiguous one only if it is read-only (judged past comments and
+// CTEs by [IsReadOnly]) or the Policy's rule [Schedule] consents to its verb.
+// A connection whose session was lost is replaced underneath database/sql,
+// whose own two blind retries on driver.ErrBadConn are never multiplied with
+// ours. Session state (SET variables, temporary tables) is lost with the
+// session: [ConnectorOptions].SessionInit re-applies it on every new
+// connection. Inside an explicit transaction nothing is replayed statement by
+// statement.
+//
+// [RunTx] retries a whole transaction on failures that prove it did not
+// commit, and settles an ambiguous COMMIT by the Op's Verify or the Policy's
+// [CommitVerifier] (postgres.CommitVerifier asks pg_xact_status) instead of
+// replaying it:
+//
+//	err := sqlretry.RunTx(ctx, db, p, sqlretry.Write("move-money", verify), nil,
+//		func(ctx context.Context, tx *sql.Tx) error { ... })
 //
 // # Vocabulary
 //
