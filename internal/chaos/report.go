@@ -110,11 +110,14 @@ func (v Invariants) Total() int {
 
 // OutageReport is the run during its outages.
 type OutageReport struct {
-	Calls         int64   `json:"calls"`    // policy calls started while an outage was on
-	Attempts      int64   `json:"attempts"` // attempts they made (retries included)
+	Calls int64 `json:"calls"` // store operations started while an outage was on
+	// Attempts is Calls plus the retries begun while an outage was on
+	// (of those calls, or of calls that started before it).
+	Attempts      int64   `json:"attempts"`
 	Amplification float64 `json:"amplification"`
 	// RecoveryMS is the time from an outage's end to the first operation
-	// that succeeded after it; the largest over the outages.
+	// that succeeded after it; the largest over the outages; -1 if no
+	// operation succeeded after one.
 	RecoveryMS float64        `json:"recovery_ms"`
 	Refused    int            `json:"refused"` // calls the outage failed
 	Windows    []OutageWindow `json:"windows"`
@@ -224,20 +227,17 @@ func (h *harness) finish(ctx context.Context) (*RunReport, error) {
 	h.mu.Lock()
 	var worst time.Duration
 	proxyOutage := 0
+	never := false
 	for _, w := range h.windows {
 		ow := OutageWindow{OffsetMS: w.Offset.Milliseconds(), LengthMS: w.Length.Milliseconds()}
-		if w.opened {
-			end := w.endStats
-			if !w.closed {
-				end = st
-			}
-			ow.Calls = end.Calls - w.startStats.Calls
-			ow.Attempts = end.Attempts - w.startStats.Attempts
-			ow.Amplification = ratio(ow.Attempts, ow.Calls)
-		}
+		ow.Calls, ow.Attempts = w.calls, w.calls+w.retries
+		ow.Amplification = ratio(ow.Attempts, ow.Calls)
 		if w.recovered {
 			ow.RecoveryMS = ms(w.recovery)
 			worst = max(worst, w.recovery)
+		} else {
+			ow.RecoveryMS = -1
+			never = true
 		}
 		r.Outage.Windows = append(r.Outage.Windows, ow)
 		r.Outage.Calls += ow.Calls
@@ -262,6 +262,9 @@ func (h *harness) finish(ctx context.Context) (*RunReport, error) {
 	}
 	r.Outage.Amplification = ratio(r.Outage.Attempts, r.Outage.Calls)
 	r.Outage.RecoveryMS = ms(worst)
+	if never {
+		r.Outage.RecoveryMS = -1
+	}
 
 	r.Invariants = Invariants{Lost: chk.Lost, Duplicated: chk.Duplicated, DoubleCounted: chk.DoubleCounted,
 		AuditMismatch: chk.AuditMismatch, JobAttemptsBurned: chk.JobAttemptsBurned, LostClaims: lostClaims,
@@ -350,9 +353,13 @@ func (r *RunReport) WriteText(w io.Writer) {
 	fmt.Fprintln(w)
 	o := r.Outage
 	for _, ow := range o.Windows {
-		fmt.Fprintf(w, "outage %s at %s: %d calls, %d attempts, amplification %.3f, %d calls refused, recovered %.0f ms after it ended\n",
+		rec := fmt.Sprintf("recovered %.0f ms after it ended", ow.RecoveryMS)
+		if ow.RecoveryMS < 0 {
+			rec = "no operation succeeded after it"
+		}
+		fmt.Fprintf(w, "outage %s at %s: %d calls, %d attempts, amplification %.3f, %d calls refused, %s\n",
 			time.Duration(ow.LengthMS)*time.Millisecond, time.Duration(ow.OffsetMS)*time.Millisecond,
-			ow.Calls, ow.Attempts, ow.Amplification, ow.Refused, ow.RecoveryMS)
+			ow.Calls, ow.Attempts, ow.Amplification, ow.Refused, rec)
 	}
 	fmt.Fprintln(w)
 	r.writeInvariants(w)

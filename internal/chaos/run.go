@@ -57,10 +57,10 @@ type harness struct {
 	ops, okOps atomic.Int64
 	shapes     [numShapes]*shapeStats
 
-	mu       sync.Mutex
-	windows  []window
-	claimed  map[string]string // token → task id, for every claim told OK
-	samples  []Sample
+	mu      sync.Mutex
+	windows []window
+	claimed map[string]string // token → task id, for every claim told OK
+	samples []Sample
 
 	wireCommits int // COMMITs the proxy had seen at the last sample; drive's goroutine only
 }
@@ -70,9 +70,7 @@ type window struct {
 	Outage
 	from, until     time.Duration // on the run's clock
 	opened, closed  bool
-	startStats      sqlretry.Stats
-	endStats        sqlretry.Stats
-	startFaults     int
+	calls, retries  int64 // calls started and retries begun while the outage was on
 	recovery        time.Duration
 	recovered       bool
 	proxyBefore     faults.ProxyCounts
@@ -273,8 +271,6 @@ func (h *harness) outageEdges(el time.Duration) {
 		w := &h.windows[i]
 		if !w.opened && el >= w.from {
 			w.opened = true
-			w.startStats = h.pol.Stats()
-			w.startFaults = h.plan.Counts().Faults[faults.Outage]
 			if p := h.tgt.proxy; p != nil {
 				w.proxyBefore = p.Counts()
 				_ = p.SetFault(faults.Fault{Mode: faults.Reset})
@@ -282,7 +278,6 @@ func (h *harness) outageEdges(el time.Duration) {
 		}
 		if w.opened && !w.closed && el >= w.until {
 			w.closed = true
-			w.endStats = h.pol.Stats()
 			if p := h.tgt.proxy; p != nil {
 				_ = p.SetFault(faults.Fault{Mode: faults.Pass})
 				after := p.Counts()
@@ -373,19 +368,32 @@ func (h *harness) done(sh shape, began time.Time, err error) {
 		}
 	}
 	st.mu.Unlock()
-	if err != nil {
-		return
-	}
-	h.okOps.Add(1)
-	el := end.Sub(h.start)
+	b, el := began.Sub(h.start), end.Sub(h.start)
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	for i := range h.windows {
 		w := &h.windows[i]
-		if !w.recovered && el >= w.until {
+		if b >= w.from && b < w.until {
+			w.calls++
+		}
+		if err == nil && !w.recovered && el >= w.until {
 			w.recovered, w.recovery = true, el-w.until
 		}
 	}
-	h.mu.Unlock()
+	if err == nil {
+		h.okOps.Add(1)
+	}
+}
+
+// retryAt counts a retry begun at el against the outage it falls in.
+func (h *harness) retryAt(el time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range h.windows {
+		if w := &h.windows[i]; el >= w.from && el < w.until {
+			w.retries++
+		}
+	}
 }
 
 // observe attributes the policy's events to shapes.
@@ -404,6 +412,7 @@ func (h *harness) observe(e sqlretry.Event) {
 	case sqlretry.EventRetry:
 		st.retries++
 		counted = true
+		h.retryAt(h.elapsed())
 	case sqlretry.EventGiveUp:
 		counted = true
 	case sqlretry.EventVerified:

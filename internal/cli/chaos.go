@@ -56,6 +56,7 @@ func runChaos(ctx context.Context, env Env, args []string) int {
 		engine, compare     string
 		plotFile            string
 		asJSON, noBudget    bool
+		naiveOnly           bool
 		budget              = true
 		outages             outageFlags
 		seed                uint64
@@ -77,6 +78,7 @@ func runChaos(ctx context.Context, env Env, args []string) int {
 	fs.BoolVar(&noBudget, "no-budget", false, "disable the retry budget (same as --budget=false)")
 	fs.StringVar(&cfg.Policy.Rules, "rules", "", "retryExec rules in the JDBC rule language, such as 40001,40P01:3,2*2")
 	fs.StringVar(&compare, "compare", "", "naive: run the same seeded workload again with blind replay and show both")
+	fs.BoolVar(&naiveOnly, "naive", false, "run only the blind-replay store, to see its damage (exits 1 when it does any)")
 	fs.StringVar(&plotFile, "plot", "", "write throughput, attempts and budget over time to FILE (.png or .svg)")
 	fs.BoolVar(&cfg.NoProxy, "no-proxy", false, "with --dsn, inject driver-level faults only, without the wire proxy")
 	fs.BoolVar(&asJSON, "json", false, "write one JSON document to standard output")
@@ -153,6 +155,10 @@ func runChaos(ctx context.Context, env Env, args []string) int {
 	if compare != "" && compare != "naive" {
 		return badInput(env, "chaos: --compare %q: the only comparison is naive", compare)
 	}
+	if compare != "" && naiveOnly {
+		return badInput(env, "chaos: --compare naive and --naive: choose one")
+	}
+	cfg.Naive = naiveOnly
 	if plotFile != "" && !strings.HasSuffix(strings.ToLower(plotFile), ".png") && !strings.HasSuffix(strings.ToLower(plotFile), ".svg") {
 		return badInput(env, "chaos: --plot %s: want a .png or .svg file name", plotFile)
 	}

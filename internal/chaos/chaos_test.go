@@ -1,0 +1,237 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"image/png"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sqlretry/sqlretry/faults"
+)
+
+func TestParseOutage(t *testing.T) {
+	cases := []struct {
+		in      string
+		want    Outage
+		wantErr bool
+	}{
+		{"3s@8s", Outage{Offset: 8 * time.Second, Length: 3 * time.Second}, false},
+		{"500ms@0s", Outage{Length: 500 * time.Millisecond}, false},
+		{"3s", Outage{}, true},
+		{"0s@1s", Outage{}, true},
+		{"3s@-1s", Outage{}, true},
+		{"x@1s", Outage{}, true},
+		{"1s@y", Outage{}, true},
+	}
+	for _, c := range cases {
+		got, err := ParseOutage(c.in)
+		if (err != nil) != c.wantErr || got != c.want {
+			t.Errorf("ParseOutage(%q): got %v, %v; want %v, error %t", c.in, got, err, c.want, c.wantErr)
+		}
+	}
+}
+
+func TestDefaultOutage(t *testing.T) {
+	cases := []struct {
+		run  time.Duration
+		want Outage
+	}{
+		{20 * time.Second, Outage{Offset: 8333333334 * time.Nanosecond, Length: 3333333333 * time.Nanosecond}},
+		{60 * time.Second, Outage{Offset: 28 * time.Second, Length: 4 * time.Second}},
+		{time.Second, Outage{Offset: 400 * time.Millisecond, Length: 200 * time.Millisecond}},
+	}
+	for _, c := range cases {
+		got := DefaultOutage(c.run)
+		if got != c.want {
+			t.Errorf("DefaultOutage(%s): got %v, want %v", c.run, got, c.want)
+		}
+		if got.Offset+got.Length > c.run {
+			t.Errorf("DefaultOutage(%s) = %v ends after the run", c.run, got)
+		}
+	}
+}
+
+func TestRedactor(t *testing.T) {
+	cases := []struct {
+		dsn, text, want string
+	}{
+		{"postgres://app:hunter2@db:5432/x", "cannot connect to postgres://app:hunter2@db:5432/x", "cannot connect to postgres://app:xxxxx@db:5432/x"},
+		{"postgres://app:p%40ss@db/x", "dial postgres://app:p%40ss@db/x: p@ss", "dial postgres://app:xxxxx@db/x: xxxxx"},
+		{"host=db user=app password=hunter2 dbname=x", "bad password=hunter2", "bad password=xxxxx"},
+		{"host=db password='hunter2'", "hunter2", "xxxxx"},
+		{"app:hunter2@tcp(db:3306)/x", "Error 1045: app:hunter2@tcp", "Error 1045: app:xxxxx@tcp"},
+		{"postgres://app@db/x", "postgres://app@db/x", "postgres://app@db/x"},
+		{"", "nothing", "nothing"},
+	}
+	for _, c := range cases {
+		if got := NewRedactor(c.dsn).String(c.text); got != c.want {
+			t.Errorf("NewRedactor(%q).String(%q): got %q, want %q", c.dsn, c.text, got, c.want)
+		}
+	}
+	r := NewRedactor("postgres://app:hunter2@db/x")
+	err := r.Error(inputErr("--dsn", errors.New("auth failed for hunter2")))
+	var ie *InputError
+	if !errors.As(err, &ie) || ie.What != "--dsn" || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("Redactor.Error: got %v (%T), want an *InputError for --dsn without the password", err, err)
+	}
+}
+
+func TestConfigErrorsNameTheFlag(t *testing.T) {
+	cases := []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Engine: "oracle"}, "--engine"},
+		{Config{Engine: Postgres}, "--dsn"},
+		{Config{Duration: -time.Second}, "--duration"},
+		{Config{Workers: 1000}, "--workers"},
+		{Config{FaultRate: 2}, "--fault-rate"},
+		{Config{Duration: 2 * time.Second, Outages: []Outage{{Offset: time.Second, Length: 2 * time.Second}}}, "--outage"},
+		{Config{Policy: PolicyConfig{Rules: "1205:x"}}, "--rules"},
+		{Config{Policy: PolicyConfig{BaseDelay: time.Second, MaxDelay: time.Millisecond}}, "--max-delay"},
+	}
+	for _, c := range cases {
+		_, err := c.cfg.withDefaults()
+		var ie *InputError
+		if !errors.As(err, &ie) || ie.What != c.want {
+			t.Errorf("withDefaults(%+v): got %v, want an *InputError naming %s", c.cfg, err, c.want)
+		}
+	}
+	got, err := Config{}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Engine != SQLite || got.Duration != 20*time.Second || got.Workers != 8 || got.FaultRate != 0.02 ||
+		len(got.Outages) != 1 || got.Seed != 1 || got.Policy.CommandTimeout != DefaultCommandTimeout {
+		t.Errorf("defaults: got %+v", got)
+	}
+}
+
+func TestShapeOf(t *testing.T) {
+	cases := []struct {
+		op   string
+		want shape
+		ok   bool
+	}{
+		{"taskstore.persist", shapePersist, true},
+		{"taskstore.naive-persist", shapePersist, true},
+		{"taskstore.persist verify", shapePersist, true},
+		{"taskstore.set-status", shapeSetStatus, true},
+		{"taskstore.advance-run verify", shapeAdvance, true},
+		{"taskstore.naive-advance-run", shapeAdvance, true},
+		{"taskstore.claim", shapeClaim, true},
+		{"taskstore.start", shapeClaim, true},
+		{"taskstore.complete verify", shapeClaim, true},
+		{"taskstore.get", shapeRead, true},
+		{"taskstore.migrate", 0, false},
+	}
+	for _, c := range cases {
+		got, ok := shapeOf(c.op)
+		if got != c.want || ok != c.ok {
+			t.Errorf("shapeOf(%q): got %v, %t; want %v, %t", c.op, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 100; i++ {
+		d = append(d, time.Duration(i)*time.Millisecond)
+	}
+	cases := []struct {
+		p    float64
+		want time.Duration
+	}{{0.5, 50 * time.Millisecond}, {0.99, 99 * time.Millisecond}, {1, 100 * time.Millisecond}, {0, time.Millisecond}}
+	for _, c := range cases {
+		if got := percentile(d, c.p); got != c.want {
+			t.Errorf("percentile(1..100 ms, %v): got %v, want %v", c.p, got, c.want)
+		}
+	}
+	if got := percentile(nil, 0.5); got != 0 {
+		t.Errorf("percentile(nil): got %v, want 0", got)
+	}
+}
+
+// stepClock is a clock that moves only when told: the run's outage window
+// is then a fixed span of samples, whatever the machine's speed.
+type stepClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *stepClock) step(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// TestOutageOnInjectedClock runs the harness on a clock that advances 100 ms
+// per sample, so the outage covers exactly samples 10 to 14: nothing may
+// succeed while it is on, calls must be refused, and every invariant holds.
+func TestOutageOnInjectedClock(t *testing.T) {
+	clk := &stepClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	const step = 100 * time.Millisecond
+	cfg := Config{
+		Duration: 2 * time.Second, Workers: 4, Seed: 11, FaultRate: 0.05,
+		Outages:     []Outage{{Offset: time.Second, Length: 500 * time.Millisecond}},
+		Policy:      PolicyConfig{BaseDelay: time.Millisecond, MaxDelay: 4 * time.Millisecond},
+		Now:         clk.Now,
+		SampleEvery: 20 * time.Millisecond,
+		Progress:    func(Sample) { clk.step(step) },
+	}
+	r, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.OK {
+		t.Errorf("invariants: got %+v, want all 0\n%v", r.Invariants, r.Problems)
+	}
+	var on []Sample
+	for _, s := range r.Samples {
+		in := s.Elapsed >= time.Second && s.Elapsed < 1500*time.Millisecond
+		if s.Outage != in {
+			t.Errorf("sample at %s: outage %t, want %t", s.Elapsed, s.Outage, in)
+		}
+		if in {
+			on = append(on, s)
+		}
+	}
+	if len(on) != 5 {
+		t.Fatalf("got %d samples during the outage, want 5", len(on))
+	}
+	// An operation whose last call passed just before the outage may finish
+	// while the first sample of it is taken: count from the second.
+	if got := on[len(on)-1].OK - on[1].OK; got != 0 {
+		t.Errorf("operations succeeded during the outage: got %d, want 0", got)
+	}
+	if r.Outage.Calls == 0 || r.Outage.Refused == 0 || r.Faults[string(faults.Outage)] != r.Outage.Refused {
+		t.Errorf("outage: got %+v with %d outage faults, want calls and refusals, counted alike", r.Outage, r.Faults[string(faults.Outage)])
+	}
+	if r.Outage.Attempts < r.Outage.Calls {
+		t.Errorf("outage: got %d attempts for %d calls, want attempts >= calls", r.Outage.Attempts, r.Outage.Calls)
+	}
+	if r.Outage.RecoveryMS < 0 {
+		t.Errorf("outage recovery: got %v ms, want an operation to succeed after the outage", r.Outage.RecoveryMS)
+	}
+	// The plot of the run decodes.
+	var buf bytes.Buffer
+	if err := DrawPlot(&buf, "png", r, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := png.Decode(&buf); err != nil {
+		t.Errorf("DrawPlot png: %v", err)
+	}
+	if err := DrawPlot(&buf, "gif", r, nil); err == nil {
+		t.Errorf("DrawPlot gif: got no error, want an unknown-format error")
+	}
+}

@@ -1,0 +1,281 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"image/png"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sqlretry/sqlretry/internal/dbtest"
+)
+
+// The chaos tests run the command end to end for a couple of seconds with a
+// fixed seed. They assert counts (invariant violations, faults injected,
+// exit codes), never durations.
+
+func runChaosCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = Main(context.Background(), append([]string{"chaos"}, args...), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// chaosDoc is the part of the --json document the tests read.
+type chaosDoc struct {
+	Engine     string         `json:"engine"`
+	Mode       string         `json:"mode"`
+	Operations int            `json:"operations"`
+	Faults     map[string]int `json:"faults"`
+	Shapes     map[string]struct {
+		Operations int            `json:"operations"`
+		OK         int            `json:"ok"`
+		Faults     map[string]int `json:"faults"`
+		Retries    int            `json:"retries"`
+	} `json:"shapes"`
+	Invariants map[string]int `json:"invariants"`
+	Outage     struct {
+		Calls         int64   `json:"calls"`
+		Attempts      int64   `json:"attempts"`
+		Amplification float64 `json:"amplification"`
+		RecoveryMS    float64 `json:"recovery_ms"`
+		Refused       int     `json:"refused"`
+	} `json:"outage"`
+	Wire  *struct{ Connections, Faults int } `json:"wire"`
+	OK    bool                               `json:"ok"`
+	Naive *chaosDoc                          `json:"naive"`
+}
+
+func (d *chaosDoc) violations() int {
+	n := 0
+	for _, v := range d.Invariants {
+		n += v
+	}
+	return n
+}
+
+func decodeChaos(t *testing.T, stdout string) *chaosDoc {
+	t.Helper()
+	var d chaosDoc
+	if err := json.Unmarshal([]byte(stdout), &d); err != nil {
+		t.Fatalf("--json output is not one JSON document: %v\n%s", err, stdout)
+	}
+	if !strings.Contains(stdout, `"ok": `) {
+		t.Errorf(`--json output lacks the indented "ok": key CI greps for`)
+	}
+	return &d
+}
+
+// checkDoc asserts what every run's document must hold.
+func checkDoc(t *testing.T, d *chaosDoc, engine string) {
+	t.Helper()
+	if d.Engine != engine {
+		t.Errorf("engine: got %q, want %q", d.Engine, engine)
+	}
+	if d.Operations == 0 {
+		t.Errorf("operations: got 0, want > 0")
+	}
+	for _, k := range []string{"before_send", "after_exec", "commit_not_applied", "commit_applied_reply_lost", "server_error", "hang", "outage"} {
+		if _, ok := d.Faults[k]; !ok {
+			t.Errorf("faults: key %q missing from %v", k, d.Faults)
+		}
+	}
+	for _, k := range []string{"persist", "set_status", "advance", "claim"} {
+		if s, ok := d.Shapes[k]; !ok || s.Operations == 0 {
+			t.Errorf("shapes.%s: got %+v (present %t), want operations > 0", k, s, ok)
+		}
+	}
+	for _, k := range []string{"lost", "duplicated", "double_counted", "audit_mismatch", "job_attempts_burned"} {
+		if _, ok := d.Invariants[k]; !ok {
+			t.Errorf("invariants: key %q missing from %v", k, d.Invariants)
+		}
+	}
+	if d.Outage.Calls == 0 || d.Outage.Refused == 0 {
+		t.Errorf("%s outage: got %d calls and %d refused, want both > 0: the outage tested nothing (faults %v)", d.Mode, d.Outage.Calls, d.Outage.Refused, d.Faults)
+	}
+	if d.Outage.Attempts < d.Outage.Calls {
+		t.Errorf("outage: got %d attempts for %d calls, want attempts >= calls", d.Outage.Attempts, d.Outage.Calls)
+	}
+}
+
+func TestChaosDefaultScenarioSQLite(t *testing.T) {
+	t.Parallel()
+	code, out, errs := runChaosCLI(t, "--duration", "2s", "--seed", "3", "--json")
+	if code != ExitOK {
+		t.Fatalf("exit: got %d, want %d\nstdout: %s\nstderr: %s", code, ExitOK, out, errs)
+	}
+	d := decodeChaos(t, out)
+	checkDoc(t, d, "sqlite")
+	if !d.OK || d.violations() != 0 {
+		t.Errorf("ok %t with invariants %v: want ok and every invariant 0", d.OK, d.Invariants)
+	}
+	injected := 0
+	for k, v := range d.Faults {
+		if k != "outage" {
+			injected += v
+		}
+	}
+	if injected == 0 {
+		t.Errorf("faults: got %v, want random faults besides the outage", d.Faults)
+	}
+	if d.Naive != nil {
+		t.Errorf("naive: got a naive run without --compare naive")
+	}
+	// Not a terminal: plain progress lines on stderr.
+	if !strings.Contains(errs, "ops ") || strings.Contains(errs, "\x1b[") {
+		t.Errorf("stderr: want plain progress lines without escapes, got %q", errs)
+	}
+}
+
+// TestChaosCompareNaive shows the damage blind replay does on the same
+// seeded workload: the naive run violates at least one invariant, ours none,
+// and the plot is written as a valid PNG.
+func TestChaosCompareNaive(t *testing.T) {
+	t.Parallel()
+	plotFile := filepath.Join(t.TempDir(), "chaos.png")
+	code, out, errs := runChaosCLI(t, "--duration", "3s", "--seed", "7", "--fault-rate", "0.15", "--base-delay", "5ms", "--max-delay", "20ms", "--compare", "naive", "--plot", plotFile, "--json")
+	if code != ExitOK {
+		t.Fatalf("exit: got %d, want %d (ours held)\nstdout: %s\nstderr: %s", code, ExitOK, out, errs)
+	}
+	d := decodeChaos(t, out)
+	checkDoc(t, d, "sqlite")
+	if !d.OK || d.violations() != 0 {
+		t.Errorf("ours: ok %t with invariants %v, want every invariant 0", d.OK, d.Invariants)
+	}
+	if d.Naive == nil {
+		t.Fatalf("naive: missing from the --compare naive document")
+	}
+	checkDoc(t, d.Naive, "sqlite")
+	if d.Naive.Mode != "naive" {
+		t.Errorf("naive.mode: got %q, want naive", d.Naive.Mode)
+	}
+	if d.Naive.violations() == 0 || d.Naive.OK {
+		t.Errorf("naive: got invariants %v (ok %t), want at least one violated: blind replay did no damage", d.Naive.Invariants, d.Naive.OK)
+	}
+	t.Logf("ours %v; naive %v", d.Invariants, d.Naive.Invariants)
+	f, err := os.Open(plotFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("--plot %s is not a PNG: %v", plotFile, err)
+	}
+	if b := img.Bounds(); b.Dx() < 100 || b.Dy() < 100 {
+		t.Errorf("plot: got %dx%d pixels, want at least 100x100", b.Dx(), b.Dy())
+	}
+}
+
+// TestChaosNaiveExitsOne: a run whose invariants fail exits 1.
+func TestChaosNaiveExitsOne(t *testing.T) {
+	t.Parallel()
+	plotFile := filepath.Join(t.TempDir(), "naive.svg")
+	code, out, errs := runChaosCLI(t, "--naive", "--duration", "2s", "--seed", "7", "--fault-rate", "0.1", "--outage", "none", "--plot", plotFile)
+	if code != ExitFailed {
+		t.Fatalf("exit: got %d, want %d\nstdout: %s\nstderr: %s", code, ExitFailed, out, errs)
+	}
+	if !strings.Contains(out, "VIOLATED (naive)") {
+		t.Errorf("report: want the violation named, got\n%s", out)
+	}
+	b, err := os.ReadFile(plotFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(bytes.NewReader(b))
+	root := ""
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("--plot %s is not well-formed XML: %v", plotFile, err)
+		}
+		if se, ok := tok.(xml.StartElement); ok && root == "" {
+			root = se.Name.Local
+		}
+	}
+	if root != "svg" {
+		t.Errorf("plot: root element %q, want svg", root)
+	}
+}
+
+func TestChaosBadInput(t *testing.T) {
+	const secret = "s3cr3t-pw"
+	cases := []struct {
+		name string
+		args []string
+		want string // in the one-line error
+	}{
+		{"engine", []string{"--engine", "oracle"}, "--engine"},
+		{"outage syntax", []string{"--outage", "3s"}, "DURATION@OFFSET"},
+		{"outage past the end", []string{"--duration", "2s", "--outage", "3s@1s"}, "--outage"},
+		{"duration", []string{"--duration", "-1s"}, "--duration"},
+		{"fault rate", []string{"--fault-rate", "2"}, "--fault-rate"},
+		{"workers", []string{"--workers", "0"}, "--workers"},
+		{"compare", []string{"--compare", "ef"}, "--compare"},
+		{"plot format", []string{"--plot", "x.gif"}, "--plot"},
+		{"rules", []string{"--rules", "1205:x"}, "--rules"},
+		{"unknown flag", []string{"--colour"}, "colour"},
+		{"positional", []string{"now"}, "now"},
+		{"postgres needs a dsn", []string{"--engine", "postgres"}, "--dsn"},
+		{"unreachable postgres", []string{"--dsn", "postgres://app:" + secret + "@127.0.0.1:1/db?sslmode=disable&connect_timeout=2"}, "--dsn"},
+		{"malformed mysql", []string{"--engine", "mysql", "--dsn", "app:" + secret + "@tcp(127.0.0.1:1/db"}, "--dsn"},
+		{"unreachable mysql", []string{"--dsn", "app:" + secret + "@tcp(127.0.0.1:1)/db?timeout=2s"}, "--dsn"},
+		{"password in a bad flag", []string{"--dsn", "postgres://app:" + secret + "@x/db", "--duration", "x" + secret}, "duration"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, errs := runChaosCLI(t, c.args...)
+			if code != ExitBadInput {
+				t.Fatalf("exit: got %d, want %d\nstdout: %s\nstderr: %s", code, ExitBadInput, out, errs)
+			}
+			if !strings.HasPrefix(errs, "error: ") || strings.Count(errs, "\n") != 1 {
+				t.Errorf("stderr: got %q, want one line starting with \"error: \"", errs)
+			}
+			if !strings.Contains(errs, c.want) {
+				t.Errorf("stderr: got %q, want it to name %q", errs, c.want)
+			}
+			if strings.Contains(errs+out, secret) {
+				t.Errorf("the DSN's password appears in the output: %q", errs+out)
+			}
+		})
+	}
+}
+
+// TestChaosServers runs the command against the local PostgreSQL and
+// MariaDB, with wire faults through the proxy.
+func TestChaosServers(t *testing.T) {
+	cases := []struct {
+		engine string
+		dsn    func(testing.TB) string
+	}{
+		{"postgres", dbtest.PostgresDSN},
+		{"mysql", dbtest.MySQLDSN},
+	}
+	for _, c := range cases {
+		t.Run(c.engine, func(t *testing.T) {
+			t.Parallel()
+			dsn := c.dsn(t)
+			code, out, errs := runChaosCLI(t, "--dsn", dsn, "--duration", "2s", "--seed", "5", "--json")
+			if code != ExitOK {
+				t.Fatalf("exit: got %d, want %d\nstdout: %s\nstderr: %s", code, ExitOK, out, errs)
+			}
+			d := decodeChaos(t, out)
+			checkDoc(t, d, c.engine)
+			if !d.OK || d.violations() != 0 {
+				t.Errorf("ok %t with invariants %v: want every invariant 0", d.OK, d.Invariants)
+			}
+			if d.Wire == nil || d.Wire.Connections == 0 {
+				t.Errorf("wire: got %+v, want connections through the proxy", d.Wire)
+			}
+		})
+	}
+}
