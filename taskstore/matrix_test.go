@@ -120,6 +120,7 @@ type matrixTotals struct {
 }
 
 func TestFaultMatrix(t *testing.T) {
+	t.Parallel() // it waits on servers, not the CPU
 	tot := &matrixTotals{faults: map[faults.Kind]int{}, told: map[string]int{}, perDialectHits: map[Dialect]int{}}
 	t.Cleanup(func() {
 		kinds := make([]string, 0, len(tot.faults))

@@ -21,6 +21,7 @@ import (
 // fraction of calls), every worker must recover without a restart, and the
 // invariants must hold once the queue is drained.
 func TestSustainedOutage(t *testing.T) {
+	t.Parallel() // it waits on servers, not the CPU
 	const (
 		workers = 4
 		healthy = 1500 * time.Millisecond
