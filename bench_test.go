@@ -2,6 +2,12 @@ package sqlretry
 
 import (
 	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -106,5 +112,23 @@ func BenchmarkDoCommandTimeout(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		p.Do(ctx, op, okOp)
+	}
+}
+
+// BenchmarkClassifyNeutral measures the engine-neutral classifier on a
+// transient error and on a foreign one, the fallback of every engine.
+func BenchmarkClassifyNeutral(b *testing.B) {
+	cases := map[string]error{
+		"bad-conn": fmt.Errorf("pgx: %w", driver.ErrBadConn),
+		"reset":    &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)},
+		"foreign":  fmt.Errorf("wrapped: %w", errors.New("something else")),
+	}
+	for name, err := range cases {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				ClassifyNeutral(err)
+			}
+		})
 	}
 }

@@ -162,6 +162,12 @@ func (b *Breaker) success(probe bool) (t transition) {
 		}
 		return t
 	}
+	return b.probeSucceeded()
+}
+
+// probeSucceeded closes the breaker after its probe succeeded. It is apart
+// from success so that the hot path stays small enough to inline.
+func (b *Breaker) probeSucceeded() (t transition) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.probing = false

@@ -104,38 +104,119 @@ var NeutralClassifier Classifier = ClassifierFunc(ClassifyNeutral)
 //     a caller's cancellation before it asks a classifier);
 //   - anything else: not retryable.
 func ClassifyNeutral(err error) Class {
-	switch {
-	case err == nil:
+	if err == nil {
 		return Class{Phase: NotApplied, Reason: "no error"}
-	case errors.Is(err, sql.ErrConnDone), errors.Is(err, sql.ErrTxDone):
-		return Class{Phase: NotSent, Code: "client-state", Reason: "database/sql: operation on a finished connection or transaction"}
-	case errors.Is(err, driver.ErrSkip):
-		return Class{Phase: NotSent, Code: "driver-skip", Reason: "driver.ErrSkip leaked: a driver or wrapper bug"}
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return Class{Phase: Unknown, Code: "context", Reason: "context done: " + err.Error()}
-	case errors.Is(err, driver.ErrBadConn):
-		return Class{Retryable: true, Phase: NotSent, Code: "bad-conn", Reason: "driver.ErrBadConn: connection unusable, command not sent"}
 	}
-	var dnsErr *net.DNSError
-	if errors.As(err, &dnsErr) {
-		return Class{Retryable: true, Phase: NotSent, Code: "dns", Reason: "name resolution failed: nothing was sent"}
-	}
-	var opErr *net.OpError
-	if errors.As(err, &opErr) && opErr.Op == "dial" {
-		return Class{Retryable: true, Phase: NotSent, Code: "dial", Reason: "dial failed: nothing was sent"}
-	}
-	if errors.Is(err, syscall.ECONNREFUSED) {
-		return Class{Retryable: true, Phase: NotSent, Code: "conn-refused", Reason: "connection refused: nothing was sent"}
-	}
-	var netErr net.Error
-	if errors.As(err, &netErr) && netErr.Timeout() {
-		return Class{Retryable: true, Phase: Unknown, Code: "net-timeout", Reason: "network timeout: the command may have run"}
-	}
+	var f facts
+	f.scan(err)
 	switch {
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+	case f.has(factClientState):
+		return Class{Phase: NotSent, Code: "client-state", Reason: "database/sql: operation on a finished connection or transaction"}
+	case f.has(factSkip):
+		return Class{Phase: NotSent, Code: "driver-skip", Reason: "driver.ErrSkip leaked: a driver or wrapper bug"}
+	case f.has(factContext):
+		return Class{Phase: Unknown, Code: "context", Reason: "context done"}
+	case f.has(factBadConn):
+		return Class{Retryable: true, Phase: NotSent, Code: "bad-conn", Reason: "driver.ErrBadConn: connection unusable, command not sent"}
+	case f.has(factDNS):
+		return Class{Retryable: true, Phase: NotSent, Code: "dns", Reason: "name resolution failed: nothing was sent"}
+	case f.has(factDial):
+		return Class{Retryable: true, Phase: NotSent, Code: "dial", Reason: "dial failed: nothing was sent"}
+	case f.has(factRefused):
+		return Class{Retryable: true, Phase: NotSent, Code: "conn-refused", Reason: "connection refused: nothing was sent"}
+	case f.has(factTimeout):
+		return Class{Retryable: true, Phase: Unknown, Code: "net-timeout", Reason: "network timeout: the command may have run"}
+	case f.has(factEOF):
 		return Class{Retryable: true, Phase: Unknown, Code: "eof", Reason: "connection closed mid-exchange: the command may have run"}
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNABORTED), errors.Is(err, net.ErrClosed):
+	case f.has(factReset):
 		return Class{Retryable: true, Phase: Unknown, Code: "conn-reset", Reason: "connection lost: the command may have run"}
 	}
 	return Class{Phase: Unknown, Code: "", Reason: "not a known transient error"}
+}
+
+// facts is what one walk over an error tree found, so ClassifyNeutral reads
+// the chain once instead of once per question, and allocates nothing.
+type facts struct {
+	bits    uint16
+	netSeen bool // the first net.Error met decides factTimeout, as errors.As would
+}
+
+const (
+	factClientState uint16 = 1 << iota
+	factSkip
+	factContext
+	factBadConn
+	factDNS
+	factDial
+	factRefused
+	factTimeout
+	factEOF
+	factReset
+)
+
+func (f *facts) has(b uint16) bool { return f.bits&b != 0 }
+
+// sentinels are the errors ClassifyNeutral looks for with errors.Is
+// semantics: by identity, or by an Is method in the chain.
+var sentinels = [...]struct {
+	err error
+	bit uint16
+}{
+	{sql.ErrConnDone, factClientState},
+	{sql.ErrTxDone, factClientState},
+	{driver.ErrSkip, factSkip},
+	{context.Canceled, factContext},
+	{context.DeadlineExceeded, factContext},
+	{driver.ErrBadConn, factBadConn},
+	{io.ErrUnexpectedEOF, factEOF},
+	{io.EOF, factEOF},
+	{net.ErrClosed, factReset},
+}
+
+// scan walks err's tree depth first, as errors.Is and errors.As do.
+func (f *facts) scan(err error) {
+	for depth := 0; err != nil && depth < 100; depth++ {
+		f.node(err)
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				f.scan(e)
+			}
+			return
+		default:
+			return
+		}
+	}
+}
+
+func (f *facts) node(err error) {
+	is, hasIs := err.(interface{ Is(error) bool })
+	for _, s := range sentinels {
+		if err == s.err || (hasIs && is.Is(s.err)) {
+			f.bits |= s.bit
+		}
+	}
+	switch e := err.(type) {
+	case *net.DNSError:
+		f.bits |= factDNS
+	case *net.OpError:
+		if e.Op == "dial" {
+			f.bits |= factDial
+		}
+	case syscall.Errno:
+		switch e {
+		case syscall.ECONNREFUSED:
+			f.bits |= factRefused
+		case syscall.ECONNRESET, syscall.EPIPE, syscall.ECONNABORTED:
+			f.bits |= factReset
+		}
+	}
+	if ne, ok := err.(net.Error); ok && !f.netSeen {
+		f.netSeen = true
+		if ne.Timeout() {
+			f.bits |= factTimeout
+		}
+	}
 }

@@ -185,7 +185,11 @@ func (p *Policy) Do(ctx context.Context, op Op, fn func(ctx context.Context) err
 	}
 	err := fn(ctx)
 	if err == nil {
-		p.succeeded(false)
+		// Inlined for the common case: no breaker, and a full budget that
+		// drops deposits.
+		if p.breaker != nil || (p.budget != nil && !p.budget.full.Load()) {
+			p.succeeded(false)
+		}
 		return nil
 	}
 	return p.run(ctx, op, fn, err, p.schedule)
@@ -226,7 +230,9 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 		start    time.Time
 	)
 	if err == nil {
-		start = p.now()
+		if sched != nil { // only a schedule reads Failure.Elapsed
+			start = p.now()
+		}
 		if ok, pr, t := p.allow(); !ok {
 			return p.circuitOpen(op, 0, Class{}, nil, t)
 		} else {
@@ -237,9 +243,11 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 			return nil
 		}
 	}
-	if start.IsZero() {
+	if sched != nil && start.IsZero() {
 		start = p.now()
 	}
+	_, hasDeadline := ctx.Deadline()
+	needClock := p.budget != nil || p.breaker != nil || sched != nil || hasDeadline
 	for {
 		if cerr := ctx.Err(); cerr != nil {
 			p.releaseProbe(probe)
@@ -250,9 +258,15 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 		if op.rephase != nil {
 			class = op.rephase(err, class)
 		}
+		// The clock is read once per failure, and only when something
+		// needs it: a deadline, the budget, the breaker or a schedule.
+		var now time.Time
+		if needClock {
+			now = p.now()
+		}
 		if p.breaker != nil {
 			if class.Retryable {
-				if t := p.breaker.failure(p.now(), probe); t.changed() {
+				if t := p.breaker.failure(now, probe); t.changed() {
 					p.breakerChanged(t)
 				}
 			} else {
@@ -262,7 +276,7 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 		}
 		decision, wait := Defer, time.Duration(0)
 		if sched != nil && class.Code != "context" {
-			decision, wait = sched.Decide(Failure{Op: op.Name, Statement: op.Statement, Err: err, Class: class, Retry: attempts, Elapsed: p.now().Sub(start)})
+			decision, wait = sched.Decide(Failure{Op: op.Name, Statement: op.Statement, Err: err, Class: class, Retry: attempts, Elapsed: now.Sub(start)})
 		}
 		retryable := class.Retryable
 		switch decision {
@@ -293,6 +307,9 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 			}
 			p.verifiedNotApplied.Add(1)
 			p.emit(Event{Kind: EventVerified, Op: op.Name, Attempt: attempts, Err: err, Class: class, Applied: false})
+			if needClock {
+				now = p.now() // the verify took time
+			}
 		}
 		if decision != Retry {
 			if attempts > p.maxRetries {
@@ -301,7 +318,6 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 			wait = Delay(p.jitter, p.baseDelay, p.maxDelay, attempts, prevWait, p.rand())
 		}
 		wait = max(wait, class.MinDelay)
-		now := p.now()
 		if dl, ok := ctx.Deadline(); ok && !now.Add(wait).Before(dl) {
 			return p.giveUp(op, attempts, class, err, deadlineErr{}, false)
 		}

@@ -502,3 +502,24 @@ func TestCommandTimeoutSeenThroughADerivedDeadline(t *testing.T) {
 		}
 	})
 }
+
+// The success path reads no clock: time.Now costs more than the whole call.
+func TestSuccessPathReadsNoClock(t *testing.T) {
+	for _, c := range []Config{{}, {Breaker: mustNewBreaker(t)}, {Schedule: ScheduleFunc(func(Failure) (Decision, time.Duration) { return Defer, 0 })}} {
+		p, _ := newTestPolicy(t, c)
+		p.now = func() time.Time { t.Fatal("the success path read the clock"); return time.Time{} }
+		for i := 0; i < 3; i++ {
+			if err := p.Do(context.Background(), Idempotent("q"), func(context.Context) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func mustNewBreaker(t *testing.T) *Breaker {
+	b, err := NewBreaker(BreakerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
