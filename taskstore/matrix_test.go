@@ -63,10 +63,10 @@ var matrixFaults = []fault{
 		return faults.Rule{Kind: faults.ServerError, Op: faults.OpExec, Engine: engineOf(d), Rate: matrixRate, Count: faults.Unlimited}
 	}},
 	{name: "hang", rule: func(Dialect) faults.Rule {
-		return faults.Rule{Kind: faults.Hang, Op: faults.OpExec, Rate: matrixRate, Count: 2}
+		return faults.Rule{Kind: faults.Hang, Op: faults.OpExec, Rate: matrixRate, Count: max(2, matrixOps()/12)}
 	}},
 	{name: "cancel", cancel: true, rule: func(Dialect) faults.Rule {
-		return faults.Rule{Kind: faults.Hang, Op: faults.OpExec, Rate: matrixRate, Count: 3}
+		return faults.Rule{Kind: faults.Hang, Op: faults.OpExec, Rate: matrixRate, Count: max(3, matrixOps()/8)}
 	}},
 }
 
@@ -171,7 +171,11 @@ func TestFaultMatrix(t *testing.T) {
 }
 
 func runCell(t *testing.T, d Dialect, name, dsn string, sh shape, f fault, seed uint64, tot *matrixTotals) {
-	plan := faults.MustPlan(faults.Config{Rules: []faults.Rule{f.rule(d)}, Seed: seed})
+	rule := f.rule(d)
+	if !sh.tx {
+		rule.Rate *= 2 // one statement per operation, not two or three
+	}
+	plan := faults.MustPlan(faults.Config{Rules: []faults.Rule{rule}, Seed: seed})
 	plan.Disable()
 	db, err := faults.Open(name, dsn, plan)
 	if err != nil {
