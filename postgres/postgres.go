@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -154,7 +155,27 @@ func classify(t *table, err error) (c sr.Class) {
 			return sr.Class{Retryable: true, Phase: sr.Unknown, Code: "conn-closed", Reason: "pgconn: connection closed while receiving the response; the command may have run"}
 		}
 	}
-	return sr.ClassifyNeutral(err)
+	c = sr.ClassifyNeutral(err)
+	if c.Retryable && connectError(err) {
+		// A reset or timeout during the handshake (a server shutting down,
+		// seen in dbtest's restart tests) cannot have run a statement.
+		c.Phase = sr.NotSent
+		c.Reason = "pgconn.ConnectError: the connection was never established, nothing was sent (" + c.Code + ")"
+	}
+	return c
+}
+
+// connectError reports whether err's chain holds a *pgconn.ConnectError,
+// recognised by its type's package path so as not to import pgconn.
+func connectError(err error) bool {
+	for i := 0; err != nil && i < 32; i++ {
+		t := reflect.TypeOf(err)
+		if t.Kind() == reflect.Pointer && t.Elem().Name() == "ConnectError" && t.Elem().PkgPath() == "github.com/jackc/pgx/v5/pgconn" {
+			return true
+		}
+		err = errors.Unwrap(err)
+	}
+	return false
 }
 
 // panicked is the verdict when the error's own methods panic.

@@ -447,3 +447,37 @@ func BenchmarkClassify(b *testing.B) {
 		})
 	}
 }
+
+// A reset during the connection handshake (a server shutting down) is a
+// pgconn.ConnectError: nothing was sent, whatever the transport said.
+func TestConnectErrorIsNotSent(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if tc, ok := c.(*net.TCPConn); ok {
+				tc.SetLinger(0) // close with a reset
+			}
+			buf := make([]byte, 8)
+			c.Read(buf)
+			c.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = pgconn.Connect(ctx, "postgres://u@"+ln.Addr().String()+"/db?sslmode=disable&connect_timeout=5")
+	if err == nil {
+		t.Fatal("connected to a server that resets every connection")
+	}
+	c := Classify(err)
+	if !c.Retryable || c.Phase != sr.NotSent {
+		t.Fatalf("Classify(%v) = %+v, want retryable and not-sent", err, c)
+	}
+}
