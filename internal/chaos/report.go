@@ -68,11 +68,14 @@ type WireReport struct {
 
 // ShapeReport is one write shape's account.
 type ShapeReport struct {
-	Operations int            `json:"operations"`
-	OK         int            `json:"ok"`
-	Failed     int            `json:"failed"` // a definite error: a conflict, retries or budget spent
-	Faults     map[string]int `json:"faults"` // failed attempts the policy saw, by fault kind
-	Retries    int            `json:"retries"`
+	Operations int `json:"operations"`
+	OK         int `json:"ok"`
+	Failed     int `json:"failed"` // a definite error: a conflict, retries or budget spent
+	// Faults counts the failed attempts the policy saw, by injected fault
+	// kind; "other_transient" counts transient errors the fault driver did
+	// not inject: wire faults through the proxy, real lock or busy errors.
+	Faults  map[string]int `json:"faults"`
+	Retries int            `json:"retries"`
 	// VerifiedApplied and VerifiedNotApplied count ambiguous failures a
 	// verify settled.
 	VerifiedApplied    int `json:"verified_applied"`

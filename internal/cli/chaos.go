@@ -86,6 +86,9 @@ func runChaos(ctx context.Context, env Env, args []string) int {
 	pos, err := parseFlags(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(env.Stdout, chaosUsage)
+		fmt.Fprintln(env.Stdout)
+		fs.SetOutput(env.Stdout)
+		fs.PrintDefaults()
 		return ExitOK
 	}
 	if err != nil {
