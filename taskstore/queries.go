@@ -9,10 +9,10 @@ type queries struct {
 	claimCandidate, claim                    string
 	start, complete, fail                    string
 	expired, expire                          string
-	advance, insertRun, runCount, runByID    string
+	advance, insertRun, runByID              string
 	naiveAdvance, naiveSetStatus, naiveStart string
 	naiveComplete                            string
-	ensureOccurrence                         string
+	ensureOccurrence, leaseOf                string
 }
 
 const taskColumns = `id, task_key, parent_id, scheduled_us, due_us, status, job_attempts, max_attempts,
@@ -60,8 +60,8 @@ func queriesFor(d Dialect) *queries {
 			WHERE id = ? AND schedule_version = ? AND (max_runs = 0 OR current_run_count < max_runs)`,
 		insertRun: `INSERT INTO task_runs (task_id, run_no, advance_id, schedule_version, at_us)
 			SELECT id, current_run_count, ?, schedule_version, ?i FROM tasks WHERE id = ?`,
-		runCount: `SELECT COUNT(*) FROM task_runs WHERE advance_id = ?`,
-		runByID:  `SELECT run_no, schedule_version FROM task_runs WHERE advance_id = ?`,
+		leaseOf: `SELECT lease_token, lease_expires_us FROM tasks WHERE id = ?`,
+		runByID: `SELECT run_no, schedule_version FROM task_runs WHERE advance_id = ?`,
 
 		// Seed 002's unsafe shapes, for Options.Naive only.
 		naiveAdvance: `UPDATE tasks SET current_run_count = current_run_count + 1, advanced_by = ?
@@ -83,7 +83,7 @@ func queriesFor(d Dialect) *queries {
 	}
 	for _, p := range []*string{&q.insert, &q.get, &q.auditCount, &q.auditTask, &q.insertAudit, &q.setStatus, &q.setStatusRunning,
 		&q.claimCandidate, &q.claim, &q.start, &q.complete, &q.fail, &q.expired, &q.expire, &q.advance, &q.insertRun,
-		&q.runCount, &q.runByID, &q.naiveAdvance, &q.naiveSetStatus, &q.naiveStart, &q.naiveComplete, &q.ensureOccurrence} {
+		&q.runByID, &q.naiveAdvance, &q.naiveSetStatus, &q.naiveStart, &q.naiveComplete, &q.ensureOccurrence, &q.leaseOf} {
 		*p = d.bind(*p)
 	}
 	return q

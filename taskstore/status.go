@@ -134,7 +134,8 @@ func (s *Store) guardError(ctx context.Context, q querier, c change) error {
 	}
 	if c.lease != "" {
 		var token sql.NullString
-		if err := q.QueryRowContext(ctx, s.dialect.bind(`SELECT lease_token FROM tasks WHERE id = ?`), c.taskID).Scan(&token); err != nil {
+		var exp sql.NullInt64
+		if err := q.QueryRowContext(ctx, s.q.leaseOf, c.taskID).Scan(&token, &exp); err != nil {
 			return err
 		}
 		if token.String != c.lease {
@@ -264,7 +265,7 @@ func (s *Store) holding(ctx context.Context, q querier, token, owner string) (le
 	}
 	var held sql.NullString
 	var exp sql.NullInt64
-	err = q.QueryRowContext(ctx, s.dialect.bind(`SELECT lease_token, lease_expires_us FROM tasks WHERE id = ?`), id).Scan(&held, &exp)
+	err = q.QueryRowContext(ctx, s.q.leaseOf, id).Scan(&held, &exp)
 	if err != nil {
 		return nil, true, err
 	}

@@ -62,7 +62,13 @@ type Task struct {
 // an operation may replay is decided by the operation itself (see the
 // package documentation), never by a flag.
 type Policies struct {
-	Persist, SetStatus, AdvanceRun, Claim, Finish, Recover, Read *sqlretry.Policy
+	Persist    *sqlretry.Policy // Persist, EnsureOccurrence
+	SetStatus  *sqlretry.Policy // SetStatus
+	AdvanceRun *sqlretry.Policy // AdvanceRun
+	Claim      *sqlretry.Policy // Claim
+	Finish     *sqlretry.Policy // Start, Complete, Fail
+	Recover    *sqlretry.Policy // Recover
+	Read       *sqlretry.Policy // Get, Migrate, Check, and the final confirm of a failed write
 }
 
 // Options configures a [Store]. The zero value works.
