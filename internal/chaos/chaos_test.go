@@ -186,7 +186,7 @@ func TestOutageOnInjectedClock(t *testing.T) {
 		Outages:     []Outage{{Offset: time.Second, Length: 500 * time.Millisecond}},
 		Policy:      PolicyConfig{BaseDelay: time.Millisecond, MaxDelay: 4 * time.Millisecond},
 		Now:         clk.Now,
-		SampleEvery: 20 * time.Millisecond,
+		SampleEvery: 40 * time.Millisecond,
 		Progress:    func(Sample) { clk.step(step) },
 	}
 	r, err := Run(context.Background(), cfg)

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/sqlretry/sqlretry"
 	"github.com/sqlretry/sqlretry/crl"
+	"github.com/sqlretry/sqlretry/faults"
 	"github.com/sqlretry/sqlretry/mysql"
 	"github.com/sqlretry/sqlretry/postgres"
 	"github.com/sqlretry/sqlretry/sqlite"
@@ -93,6 +95,32 @@ func DefaultOutage(d time.Duration) Outage {
 	return Outage{Offset: max(d/2-l/2, 0), Length: l}
 }
 
+// FaultKinds are the kinds of random fault a run injects, besides outages.
+var FaultKinds = []faults.Kind{faults.BeforeSend, faults.AfterExec, faults.AppliedReplyLost, faults.CommitNotApplied,
+	faults.CommitAppliedReplyLost, faults.ServerError, faults.Hang}
+
+func kindNames() string {
+	s := make([]string, len(FaultKinds))
+	for i, k := range FaultKinds {
+		s[i] = string(k)
+	}
+	return strings.Join(s, ", ")
+}
+
+// ParseKinds parses the command's --faults list: fault kind names separated
+// by commas.
+func ParseKinds(s string) ([]faults.Kind, error) {
+	var out []faults.Kind
+	for _, f := range strings.Split(s, ",") {
+		k := faults.Kind(strings.TrimSpace(f))
+		if !slices.Contains(FaultKinds, k) {
+			return nil, fmt.Errorf("unknown fault kind %q (want some of %s)", k, kindNames())
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
+
 // PolicyConfig is the retry policy under test: the command's policy flags.
 type PolicyConfig struct {
 	MaxRetries     int           // 0: the library's default, 3; negative: no retries
@@ -124,7 +152,10 @@ type Config struct {
 	// non-nil slice means none.
 	Outages []Outage
 	Seed    uint64 // seeds the fault plan and the workload; 0 means 1
-	Policy  PolicyConfig
+	// Kinds limits the random faults to these kinds (see [FaultKinds]);
+	// nil means all of them.
+	Kinds  []faults.Kind
+	Policy PolicyConfig
 	// Naive runs the store in its unsafe blind-replay mode (taskstore
 	// Options.Naive): the comparison run of --compare naive.
 	Naive bool
@@ -184,6 +215,11 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Seed == 0 {
 		c.Seed = 1
+	}
+	for _, k := range c.Kinds {
+		if !slices.Contains(FaultKinds, k) {
+			return c, inputErr("--faults", fmt.Errorf("unknown fault kind %q (want some of %s)", k, kindNames()))
+		}
 	}
 	if c.Policy.CommandTimeout < 0 {
 		return c, inputErr("--command-timeout", errors.New("must be >= 0"))

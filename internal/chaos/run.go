@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -213,25 +214,44 @@ func (h *harness) rules() []faults.Rule {
 	case MySQL:
 		engine = faults.MySQL
 	}
-	u := faults.Unlimited
-	// The rate is per call: a statement gets one of the three kinds that
-	// apply to it, a COMMIT one of two, each at an equal share.
-	exec, commit := r/3, r/2
+	on := func(k faults.Kind) bool { return cfg.Kinds == nil || slices.Contains(cfg.Kinds, k) }
+	// The rate is per call, shared by the kinds that apply: a statement
+	// gets before_send, after_exec (in a transaction) or applied_reply_lost
+	// (outside one), or server_error; a COMMIT one of its two kinds.
+	nExec, nCommit := 0, 0
+	for _, k := range []faults.Kind{faults.BeforeSend, faults.ServerError} {
+		if on(k) {
+			nExec++
+		}
+	}
+	if on(faults.AfterExec) || on(faults.AppliedReplyLost) {
+		nExec++
+	}
+	for _, k := range []faults.Kind{faults.CommitNotApplied, faults.CommitAppliedReplyLost} {
+		if on(k) {
+			nCommit++
+		}
+	}
+	exec, commit := r/float64(max(nExec, 1)), r/float64(max(nCommit, 1))
 	// A hang costs its worker a command timeout: a few per run are enough
 	// to show the timeout fires and is told apart from a cancellation.
 	hangs := max(1, int(cfg.Duration/(5*time.Second)))
-	rs = append(rs,
+	u := faults.Unlimited
+	for _, rule := range []faults.Rule{
 		// Hangs only on autocommit inserts: a hang inside an SQLite
 		// transaction would hold the database's only write lock.
-		faults.Rule{Kind: faults.Hang, Op: faults.OpExec, Match: "INSERT INTO tasks (", Rate: exec, Count: hangs},
-		faults.Rule{Kind: faults.BeforeSend, Op: faults.OpExec, Rate: exec, Count: u},
-		// AfterExec applies inside a transaction, AppliedReplyLost outside.
-		faults.Rule{Kind: faults.AfterExec, Op: faults.OpExec, Rate: exec, Count: u},
-		faults.Rule{Kind: faults.AppliedReplyLost, Op: faults.OpExec, Rate: exec, Count: u},
-		faults.Rule{Kind: faults.ServerError, Op: faults.OpExec, Engine: engine, Rate: exec, Count: u},
-		faults.Rule{Kind: faults.CommitNotApplied, Op: faults.OpCommit, Rate: commit, Count: u},
-		faults.Rule{Kind: faults.CommitAppliedReplyLost, Op: faults.OpCommit, Rate: commit, Count: u},
-	)
+		{Kind: faults.Hang, Op: faults.OpExec, Match: "INSERT INTO tasks (", Rate: exec, Count: hangs},
+		{Kind: faults.BeforeSend, Op: faults.OpExec, Rate: exec, Count: u},
+		{Kind: faults.AfterExec, Op: faults.OpExec, Rate: exec, Count: u},
+		{Kind: faults.AppliedReplyLost, Op: faults.OpExec, Rate: exec, Count: u},
+		{Kind: faults.ServerError, Op: faults.OpExec, Engine: engine, Rate: exec, Count: u},
+		{Kind: faults.CommitNotApplied, Op: faults.OpCommit, Rate: commit, Count: u},
+		{Kind: faults.CommitAppliedReplyLost, Op: faults.OpCommit, Rate: commit, Count: u},
+	} {
+		if on(rule.Kind) {
+			rs = append(rs, rule)
+		}
+	}
 	return rs
 }
 

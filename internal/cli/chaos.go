@@ -54,6 +54,7 @@ func runChaos(ctx context.Context, env Env, args []string) int {
 	var (
 		cfg                 chaos.Config
 		engine, compare     string
+		kinds               string
 		plotFile            string
 		asJSON, noBudget    bool
 		naiveOnly           bool
@@ -68,6 +69,7 @@ func runChaos(ctx context.Context, env Env, args []string) int {
 	fs.DurationVar(&cfg.Duration, "duration", 20*time.Second, "how long the workload runs")
 	fs.IntVar(&workers, "workers", 8, "concurrent workers")
 	fs.Float64Var(&faultRate, "fault-rate", 0.02, "probability that a statement or COMMIT gets a fault, shared by the kinds that apply (0: none)")
+	fs.StringVar(&kinds, "faults", "", "limit the random faults to these kinds, comma-separated: before_send, after_exec, applied_reply_lost, commit_not_applied, commit_applied_reply_lost, server_error, hang (default: all)")
 	fs.Var(&outages, "outage", "an outage DURATION@OFFSET, such as 3s@8s; repeat for more, none for none (default: a few seconds in the middle)")
 	fs.Uint64Var(&seed, "seed", 1, "seeds the fault plan and the workload: same seed, same plan")
 	fs.IntVar(&maxRetries, "max-retries", 3, "retries after the first attempt (0: none)")
@@ -148,6 +150,11 @@ func runChaos(ctx context.Context, env Env, args []string) int {
 		return badInput(env, "chaos: --budget=%t contradicts --no-budget=%t", budget, noBudget)
 	}
 	cfg.Policy.NoBudget = noBudget || !budget
+	if kinds != "" {
+		if cfg.Kinds, err = chaos.ParseKinds(kinds); err != nil {
+			return badInput(env, "chaos: --faults: %v", err)
+		}
+	}
 	if outages.set {
 		cfg.Outages = outages.list
 	}
