@@ -129,9 +129,11 @@ func runPlots(r *RunReport) (top, bottom *plot.Plot, err error) {
 	for _, xy := range append(append(append(plotter.XYs{}, ops...), attempts...), faultsXY...) {
 		ymax = max(ymax, xy.Y)
 	}
+	// Headroom above the data for the legend.
+	ymax *= 1.4
 	total := float64(r.DurationMS) / 1000
 	top.X.Min, top.X.Max = 0, total
-	shade(top, r, ymax*1.05)
+	shade(top, r, ymax)
 	if len(ops) > 0 {
 		l, err := plotter.NewLine(ops)
 		if err != nil {
@@ -160,7 +162,7 @@ func runPlots(r *RunReport) (top, bottom *plot.Plot, err error) {
 		top.Legend.Add("faults injected/s", s)
 	}
 	top.Legend.Top = true
-	top.Y.Max = ymax * 1.05
+	top.Y.Max = ymax
 
 	bottom = plot.New()
 	bottom.X.Label.Text = "seconds"
@@ -171,8 +173,8 @@ func runPlots(r *RunReport) (top, bottom *plot.Plot, err error) {
 	for _, xy := range budget {
 		bmax = max(bmax, xy.Y)
 	}
-	bottom.Y.Max = bmax * 1.05
-	shade(bottom, r, bmax*1.05)
+	bottom.Y.Max = bmax * 1.3
+	shade(bottom, r, bmax*1.3)
 	if len(budget) > 0 {
 		l, err := plotter.NewLine(budget)
 		if err != nil {
@@ -181,6 +183,7 @@ func runPlots(r *RunReport) (top, bottom *plot.Plot, err error) {
 		l.Color, l.Width = colBudget, vg.Points(1.2)
 		bottom.Add(l)
 		bottom.Legend.Add("budget level", l)
+		bottom.Legend.Top = true
 	} else {
 		bottom.Title.Text = "no retry budget"
 	}
