@@ -35,6 +35,9 @@ type Sample struct {
 // epoch is the instant the plan's clock reads when the workload starts.
 var epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// maxLatencies bounds the latencies kept per shape for the percentiles.
+const maxLatencies = 1 << 18
+
 // errPause is how long a worker waits after a failed operation before its
 // next one, as a job worker backs off its polling loop.
 const errPause = 50 * time.Millisecond
@@ -373,7 +376,12 @@ func (h *harness) done(sh shape, began time.Time, err error) {
 	st := h.shapes[sh]
 	st.mu.Lock()
 	st.ops++
-	st.latencies = append(st.latencies, end.Sub(began))
+	// Reservoir sampling keeps a long run's memory bounded.
+	if len(st.latencies) < maxLatencies {
+		st.latencies = append(st.latencies, end.Sub(began))
+	} else if i := rand.IntN(st.ops); i < maxLatencies {
+		st.latencies[i] = end.Sub(began)
+	}
 	switch taskstore.OutcomeOf(err) {
 	case taskstore.ToldOK:
 		st.ok++
