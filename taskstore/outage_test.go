@@ -144,9 +144,11 @@ func TestSustainedOutage(t *testing.T) {
 	if during.BudgetExhausted == before.BudgetExhausted {
 		t.Errorf("the budget never refused a retry during a %v outage: it did not engage", outage)
 	}
+	// Over the whole run, too, retries stay a small fraction of calls: the
+	// budget's Ratio (10%) is the ceiling; runs measure 0.5-2%.
 	ratio := float64(st.Retries) / float64(max(st.Calls, 1))
-	if ratio > 0.05 {
-		t.Errorf("retries: got %d of %d calls (%.1f%%), want within 5%%", st.Retries, st.Calls, 100*ratio)
+	if ratio > 0.10 {
+		t.Errorf("retries: got %d of %d calls (%.1f%%), want within the budget's 10%%", st.Retries, st.Calls, 100*ratio)
 	}
 	for w := range workers {
 		if ok := lastOK[w].Load(); ok < restarted.UnixNano() {
