@@ -77,9 +77,11 @@
 // and only there; a storage retry of any write never reaches the counter.
 // Fail sends the task back to the queue while it has attempts left.
 //
-// When even the verify cannot reach the database, the caller gets an error
-// matching [sqlretry.ErrAmbiguous]: the write may or may not have happened,
-// and the error says so.
+// Before it reports a failure whose last attempt ended with an unknown
+// outcome, the store reads once more whether its write is there, so a write
+// that landed is never reported as failed. When even that read cannot reach
+// the database, the caller gets an error matching [sqlretry.ErrAmbiguous]:
+// the write may or may not have happened, and the error says so.
 //
 // # Checking it
 //
