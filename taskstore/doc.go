@@ -26,7 +26,8 @@
 //
 // A failure is classified before anything is decided (package sqlretry).
 // A failure that proves nothing was applied (the command was never sent, or
-// the server rolled it back: a deadlock victim) is retried, always. A
+// the server rolled it back: a deadlock victim) is retried, within the
+// Policy's MaxRetries and budget. A
 // failure with an unknown outcome (a timeout or a lost connection after the
 // command left, a COMMIT whose reply never came) is never blindly replayed:
 // the write is made idempotent, or the store first reads whether it
