@@ -27,11 +27,10 @@
 // A failure is classified before anything is decided (package sqlretry).
 // A failure that proves nothing was applied (the command was never sent, or
 // the server rolled it back: a deadlock victim) is retried, within the
-// Policy's MaxRetries and budget. A
-// failure with an unknown outcome (a timeout or a lost connection after the
-// command left, a COMMIT whose reply never came) is never blindly replayed:
-// the write is made idempotent, or the store first reads whether it
-// happened. Each operation carries its own consent ([sqlretry.Idempotent],
+// Policy's MaxRetries and budget. A failure with an unknown outcome (a
+// timeout or a lost connection after the command left, a COMMIT whose reply
+// never came) is never blindly replayed: the write is made idempotent, or
+// the store first reads whether it happened. Each operation carries its own consent ([sqlretry.Idempotent],
 // [sqlretry.Write] with a verify); there is no global "retry writes" flag.
 // A caller's cancellation is final: it ends the call, never starts a retry.
 //
