@@ -164,12 +164,12 @@ func (s *fakeServer) take(op, stmt string) *fault {
 
 // fire turns a fault into the call's error; apply runs the command's effect.
 func (f *fault) fire(ctx context.Context, c *fakeConn, apply func()) error {
+	if f.apply && apply != nil {
+		apply()
+	}
 	if f.block {
 		<-ctx.Done()
 		return ctx.Err()
-	}
-	if f.apply && apply != nil {
-		apply()
 	}
 	if f.kill && c != nil {
 		c.dead = true
@@ -261,7 +261,7 @@ func (c *fakeConn) BeginTx(ctx context.Context, _ driver.TxOptions) (driver.Tx, 
 	if f := c.s.take("begin", ""); f != nil {
 		return nil, f.fire(ctx, c, nil)
 	}
-	c.tx = &fakeTx{c: c}
+	c.tx = &fakeTx{c: c, ctx: ctx}
 	return c.tx, nil
 }
 
@@ -404,6 +404,7 @@ func (c *fakeConn) read(k string) int64 {
 
 type fakeTx struct {
 	c       *fakeConn
+	ctx     context.Context // BeginTx's, which a driver such as pgx watches during COMMIT
 	pending []func(map[string]int64)
 }
 
@@ -421,7 +422,7 @@ func (t *fakeTx) Commit() error {
 		c.s.mu.Unlock()
 	}
 	if f := c.s.take("commit", ""); f != nil {
-		return f.fire(context.Background(), c, apply)
+		return f.fire(t.ctx, c, apply)
 	}
 	apply()
 	return nil

@@ -168,13 +168,16 @@ func (t *txRun) attempt(ctx context.Context) error {
 	}
 	t.stage = stageCommit
 	finished = true
+	doneBefore := ctx.Err() != nil
 	err = tx.Commit()
 	switch {
 	case err == nil:
 		return nil
-	case ctx.Err() != nil && (errors.Is(err, sql.ErrTxDone) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+	case errors.Is(err, sql.ErrTxDone) || (doneBefore && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))):
 		// database/sql refused to send COMMIT because the attempt's context
-		// ended first, and rolled the transaction back.
+		// had already ended (it checks before sending), and rolled the
+		// transaction back. A context that ends while COMMIT is in flight
+		// proves nothing: the COMMIT may have landed, so it stays ambiguous.
 		t.stage = stageBody
 	case t.pq && errors.Is(err, driver.ErrBadConn):
 		return &ambiguousBadConn{err}

@@ -313,3 +313,33 @@ func TestRunTxUsesThePolicysCommitVerifier(t *testing.T) {
 		t.Fatalf("verifier asked %d times, n = %d; want 1 and 1", len(v.asked), srv.get("n"))
 	}
 }
+
+// A command timeout that fires while COMMIT is in flight proves nothing: the
+// COMMIT may have landed (pgx returns "timeout: context deadline exceeded"
+// after sending it). It is settled, never replayed.
+func TestRunTxCommandTimeoutDuringCommitIsAmbiguous(t *testing.T) {
+	for _, applied := range []bool{true, false} {
+		srv := newFakeServer(&fault{op: "commit", block: true, apply: applied})
+		db := sql.OpenDB(&fakeConnector{s: srv})
+		p := testPolicy(t, Config{CommandTimeout: 20 * time.Millisecond})
+		err := RunTx(context.Background(), db, p, Write("t", nil), nil, addOne)
+		if !errors.Is(err, ErrAmbiguous) {
+			t.Errorf("applied=%v: got %v, want ErrAmbiguous", applied, err)
+		}
+		if got := srv.count("begin"); got != 1 {
+			t.Errorf("applied=%v: %d transactions begun, want 1: an in-flight COMMIT was replayed", applied, got)
+		}
+		// With a verify, the outcome is settled either way, exactly once.
+		srv2 := newFakeServer(&fault{op: "commit", block: true, apply: applied})
+		db2 := sql.OpenDB(&fakeConnector{s: srv2})
+		verify := func(ctx context.Context) (bool, error) { return srv2.get("n") >= 1, nil }
+		if err := RunTx(context.Background(), db2, p, Write("t", verify), nil, addOne); err != nil {
+			t.Errorf("applied=%v, verified: %v", applied, err)
+		}
+		if got := srv2.get("n"); got != 1 {
+			t.Errorf("applied=%v, verified: n = %d, want 1", applied, got)
+		}
+		db.Close()
+		db2.Close()
+	}
+}
