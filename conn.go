@@ -478,9 +478,15 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 		if err != nil {
 			c.beginFailed(err)
 		}
-		err = c.retry(ctx, beginOp, err, func(ctx context.Context) error {
+		// BEGIN runs under the caller's context, not the attempt's: drivers
+		// (pgx's stdlib, go-mssqldb) keep BeginTx's context for the whole
+		// transaction, and the attempt's is cancelled as soon as BEGIN
+		// returns. So CommandTimeout does not bound a BEGIN made here; the
+		// caller's context does.
+		txCtx := ctx
+		err = c.retry(ctx, beginOp, err, func(context.Context) error {
 			var err error
-			if itx, err = c.begin(ctx, opts); err != nil {
+			if itx, err = c.begin(txCtx, opts); err != nil {
 				c.beginFailed(err)
 			}
 			return err

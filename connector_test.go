@@ -731,3 +731,26 @@ type driverConnectorFunc func(ctx context.Context) (driver.Conn, error)
 
 func (f driverConnectorFunc) Connect(ctx context.Context) (driver.Conn, error) { return f(ctx) }
 func (f driverConnectorFunc) Driver() driver.Driver                            { return nil }
+
+// A transaction begun through the Connector with a CommandTimeout commits:
+// the inner BeginTx gets the caller's context, which drivers keep for
+// COMMIT, not the attempt's, which ends when BEGIN returns.
+func TestConnectorBeginTxUnderCommandTimeoutCommits(t *testing.T) {
+	srv := newFakeServer()
+	p := testPolicy(t, Config{CommandTimeout: time.Minute})
+	db := sql.OpenDB(Connector(&fakeConnector{s: srv}, p))
+	defer db.Close()
+	tx, err := db.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec("ADD n 1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	if got := srv.get("n"); got != 1 {
+		t.Fatalf("n = %d, want 1", got)
+	}
+}

@@ -424,6 +424,10 @@ func (t *fakeTx) Commit() error {
 	if f := c.s.take("commit", ""); f != nil {
 		return f.fire(t.ctx, c, apply)
 	}
+	if err := t.ctx.Err(); err != nil {
+		// As pgx's stdlib: COMMIT runs under BeginTx's context.
+		return err
+	}
 	apply()
 	return nil
 }
