@@ -176,3 +176,22 @@ func TestNewBreakerValidation(t *testing.T) {
 		}
 	}
 }
+
+// A probe whose operation panics releases the probe: the breaker must not
+// wait for its answer forever.
+func TestBreakerPanickingProbeIsReleased(t *testing.T) {
+	br := newTestBreaker(t, BreakerConfig{ConsecutiveFailures: 1, OpenTimeout: time.Second})
+	p, clk := newTestPolicy(t, Config{Breaker: br, MaxRetries: NoRetries, Budget: NoBudget})
+	p.Do(context.Background(), Idempotent("q"), func(context.Context) error { return transient(NotSent, "x") })
+	clk.Advance(time.Second)
+	func() {
+		defer func() { recover() }()
+		p.Do(context.Background(), Idempotent("probe"), func(context.Context) error { panic("boom") })
+	}()
+	if err := p.Do(context.Background(), Idempotent("next"), func(context.Context) error { return nil }); err != nil {
+		t.Fatalf("after a panicking probe: %v, want the next call to probe and succeed", err)
+	}
+	if s := br.State(clk.Now()); s != BreakerClosed {
+		t.Fatalf("state %v, want closed", s)
+	}
+}

@@ -260,7 +260,14 @@ func (c *conn) retry(ctx context.Context, op Op, firstErr error, fn func(ctx con
 	if firstErr != nil {
 		firstErr = c.probe(ctx, c.failed(firstErr))
 	}
-	return hideBadConn(c.c.p.run(ctx, op, attempt, firstErr, c.c.p.schedule))
+	err := c.c.p.run(ctx, op, attempt, firstErr, c.c.p.schedule)
+	if errors.Is(err, driver.ErrSkip) {
+		// database/sql compares with ==: it must see the bare sentinel to
+		// fall back to prepare (go-sql-driver/mysql returns it for any
+		// statement with arguments, also after a reconnect).
+		return driver.ErrSkip
+	}
+	return hideBadConn(err)
 }
 
 // ExecContext runs a statement, retried outside a transaction. It returns

@@ -754,3 +754,21 @@ func TestConnectorBeginTxUnderCommandTimeoutCommits(t *testing.T) {
 		t.Fatalf("n = %d, want 1", got)
 	}
 }
+
+// driver.ErrSkip on a retry reaches database/sql bare, so it falls back to
+// prepare (go-sql-driver/mysql returns it for statements with arguments).
+func TestConnectorErrSkipAfterARetryIsBare(t *testing.T) {
+	srv := newFakeServer(&fault{op: "exec", err: errDeadlock}, &fault{op: "exec", err: driver.ErrSkip})
+	p := testPolicy(t, Config{})
+	db := sql.OpenDB(Connector(&fakeConnector{s: srv}, p))
+	defer db.Close()
+	if _, err := db.Exec("ADD n 1"); err != nil {
+		t.Fatalf("got %v, want database/sql to fall back to prepare and succeed", err)
+	}
+	if got := srv.get("n"); got != 1 {
+		t.Fatalf("n = %d, want 1", got)
+	}
+	if srv.count("prepare") == 0 {
+		t.Fatal("database/sql never prepared the statement: it did not see driver.ErrSkip")
+	}
+}

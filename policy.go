@@ -23,7 +23,10 @@ type Config struct {
 	// BaseDelay is the first backoff step: the wait before retry n is
 	// BaseDelay·2^(n-1), capped at MaxDelay, then jittered. If 0, 100 ms.
 	BaseDelay time.Duration
-	// MaxDelay caps every wait. If 0, 5 s (or BaseDelay, if that is larger).
+	// MaxDelay caps every backoff wait. If 0, 5 s (or BaseDelay, if that is
+	// larger). Two waits may exceed it, bounded then by the caller's
+	// deadline: a server's own request (Class.MinDelay: Azure SQL 40501
+	// asks for 10 s) and a Schedule's rule, which the operator wrote.
 	MaxDelay time.Duration
 	// Jitter randomises each wait. The zero value is FullJitter.
 	Jitter Jitter
@@ -144,11 +147,13 @@ func New(c Config) (*Policy, error) {
 	if p.classifier == nil {
 		p.classifier = NeutralClassifier
 	}
-	switch p.budget {
-	case nil:
+	switch {
+	case p.budget == nil:
 		p.budget = DefaultBudget()
-	case NoBudget:
+	case p.budget == NoBudget:
 		p.budget = nil
+	case p.budget.ratio == 0:
+		return nil, errors.New("sqlretry: Config.Budget is a zero Budget, which would refuse every retry: use DefaultBudget(), NewBudget or NoBudget")
 	}
 	if p.rand == nil {
 		p.rand = rand.Float64
@@ -238,7 +243,7 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 		} else {
 			probe = pr
 		}
-		if err, timedOut = p.attempt(ctx, fn); err == nil {
+		if err, timedOut = p.probeAttempt(ctx, fn, probe); err == nil {
 			p.succeeded(probe)
 			return nil
 		}
@@ -344,12 +349,27 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 		if p.countCalls {
 			p.attempts.Add(1)
 		}
-		if err, timedOut = p.attempt(ctx, fn); err == nil {
+		if err, timedOut = p.probeAttempt(ctx, fn, probe); err == nil {
 			p.recovered.Add(1)
 			p.succeeded(probe)
 			return nil
 		}
 	}
+}
+
+// probeAttempt is attempt for a call that may hold the breaker's half-open
+// probe: if fn panics, the probe is released, or the breaker would wait for
+// its answer forever.
+func (p *Policy) probeAttempt(ctx context.Context, fn func(context.Context) error, probe bool) (error, bool) {
+	if probe {
+		defer func() {
+			if r := recover(); r != nil {
+				p.breaker.release(true)
+				panic(r)
+			}
+		}()
+	}
+	return p.attempt(ctx, fn)
 }
 
 // attempt runs fn once, under CommandTimeout if set, and reports whether the

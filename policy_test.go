@@ -523,3 +523,9 @@ func mustNewBreaker(t *testing.T) *Breaker {
 	}
 	return b
 }
+
+func TestZeroBudgetIsRejected(t *testing.T) {
+	if _, err := New(Config{Budget: &Budget{}}); err == nil || !strings.Contains(err.Error(), "Config.Budget") {
+		t.Fatalf("New with &Budget{} = %v, want an error naming Config.Budget", err)
+	}
+}
