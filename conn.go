@@ -151,8 +151,8 @@ func (c *connector) stmtOp(q string) Op {
 	op := Op{Name: name, Statement: q}
 	if IsReadOnly(q) {
 		op.idempotent = true
-	} else if sc, ok := c.p.schedule.(StatementConsent); ok && sc.ConsentsToReplay(q) {
-		op.idempotent = true
+	} else if sc, ok := c.p.schedule.(StatementConsent); ok {
+		op.consent = sc // asked per failure, with its code
 	}
 	return op
 }

@@ -32,7 +32,7 @@ func openWrapped(t *testing.T, srv *fakeServer, c Config, o ConnectorOptions) (*
 type consentAll struct{}
 
 func (consentAll) Decide(Failure) (Decision, time.Duration) { return Defer, 0 }
-func (consentAll) ConsentsToReplay(string) bool             { return true }
+func (consentAll) ConsentsToReplay(string, string) bool     { return true }
 
 func TestConnectorStatements(t *testing.T) {
 	tests := []struct {

@@ -25,6 +25,9 @@ type Op struct {
 	// and the classifier cannot: RunTx knows that a failure before COMMIT
 	// was sent left nothing applied.
 	rephase func(err error, c Class) Class
+	// consent, if set, may consent per failure to replaying a statement
+	// whose outcome is unknown (the database/sql layer's rule schedule).
+	consent StatementConsent
 }
 
 // Idempotent returns an Op that may be replayed after any retryable failure,

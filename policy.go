@@ -293,7 +293,7 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 		if !retryable {
 			return p.permanent(op, attempts, class, err)
 		}
-		if class.Phase == Unknown && !op.idempotent {
+		if class.Phase == Unknown && !op.idempotent && (op.consent == nil || !op.consent.ConsentsToReplay(op.Statement, class.Code)) {
 			if op.verify == nil {
 				return p.giveUp(op, attempts, class, err, ErrAmbiguous, true)
 			}

@@ -54,12 +54,14 @@ type ScheduleFunc func(f Failure) (Decision, time.Duration)
 func (s ScheduleFunc) Decide(f Failure) (Decision, time.Duration) { return s(f) }
 
 // StatementConsent is an optional interface of a [Schedule]: the database/sql
-// layer asks it whether the operator consented to replaying a statement after
-// a failure of phase Unknown (package crl: the statement's verb is in a rule's
-// query filter). Without that consent, only read-only statements are replayed
-// after an ambiguous failure.
+// layer asks it, after a failure of phase Unknown with the engine code code,
+// whether the operator consented to replaying statement (package crl: the
+// rule for that code names the statement in its query filter). Without that
+// consent, only read-only statements are replayed after an ambiguous failure.
+// Consent is per code: a rule for deadlocks is no consent to replay a write
+// whose connection dropped.
 type StatementConsent interface {
-	ConsentsToReplay(statement string) bool
+	ConsentsToReplay(statement, code string) bool
 }
 
 // ConnectBound is an optional interface of a connect [Schedule]: the whole

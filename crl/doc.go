@@ -79,8 +79,15 @@
 // phase Unknown, a write is verified or not replayed at all. The filters are
 // the operator's consent for the database/sql layer: a statement whose first
 // token or verb a rule's filter names explicitly may be replayed after an
-// ambiguous failure ([ExecSchedule.ConsentsToReplay]); a rule without a filter
-// names no statement, so it is no such consent.
+// ambiguous failure with the rule's own error code
+// ([ExecSchedule.ConsentsToReplay]); a rule without a filter names no
+// statement, and a rule for another code is about another failure, so neither
+// is such consent. A rule with a filter defers to the Policy when there is no
+// statement to match (RunTx, Policy.Do), so it never stops a whole-transaction
+// retry.
+//
+// The JDBC driver's filter "contains" the first token: we compare whole items
+// (ASCII case-insensitive), so a filter "update" does not match "upd".
 //
 // A statement rule never replays a statement inside an explicit transaction:
 // the database/sql layer does not consult the schedule there. In PostgreSQL

@@ -236,8 +236,8 @@ func (f *File) Decide(fl sqlretry.Failure) (sqlretry.Decision, time.Duration) {
 
 // ConsentsToReplay implements [sqlretry.StatementConsent] with the current
 // statement rules.
-func (f *File) ConsentsToReplay(statement string) bool {
-	return f.state().exec.ConsentsToReplay(statement)
+func (f *File) ConsentsToReplay(statement, code string) bool {
+	return f.state().exec.ConsentsToReplay(statement, code)
 }
 
 // ConnectSchedule returns a schedule that decides with the current

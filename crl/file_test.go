@@ -169,7 +169,7 @@ func TestFileConcurrent(t *testing.T) {
 					t.Errorf("Decide = %v", d)
 					return
 				}
-				f.ConsentsToReplay("select 1")
+				f.ConsentsToReplay("select 1", "1205")
 			}
 		}()
 	}

@@ -57,6 +57,11 @@ func (s *ExecSchedule) decide(f sqlretry.Failure, why bool) (sqlretry.Decision, 
 	if f.Retry < 1 || f.Retry > e.Retries {
 		return sqlretry.Stop, 0, reason(why, "error %s allows %d retries; retry %d is past them", e.Error, e.Retries, f.Retry)
 	}
+	if len(e.Filter) > 0 && f.Statement == "" {
+		// No statement to filter (RunTx, Policy.Do): the rule cannot judge,
+		// so it must not stop the Policy's own retry of a whole transaction.
+		return sqlretry.Defer, 0, reason(why, "error %s: no statement to match the filter %v against: the Policy decides", e.Error, e.Filter)
+	}
 	if len(e.Filter) > 0 && !matches(e.Filter, s.mode, f.Statement) {
 		tok := FirstToken(f.Statement)
 		if s.mode == FilterVerb {
@@ -82,17 +87,19 @@ func reason(why bool, format string, a ...any) string {
 }
 
 // ConsentsToReplay implements [sqlretry.StatementConsent]: it reports whether
-// some rule with retries explicitly names the statement in its filter. The
-// filters are the operator's consent to replaying a write whose outcome is
-// unknown; a rule without a filter is not, since it names no statement.
-func (s *ExecSchedule) ConsentsToReplay(statement string) bool {
-	for i := range s.exec.entries {
-		e := &s.exec.entries[i]
-		if e.Retries > 0 && len(e.Filter) > 0 && matches(e.Filter, s.mode, statement) {
-			return true
-		}
+// the rule for error code, with retries, explicitly names the statement in its
+// filter. The filters are the operator's consent to replaying a write whose
+// outcome is unknown after that error (SQL Server's client timeout -2, say);
+// a rule without a filter is not, since it names no statement, and a rule
+// for another code is not: consent to retry deadlocks is no consent to replay
+// a write whose connection dropped.
+func (s *ExecSchedule) ConsentsToReplay(statement, code string) bool {
+	i, ok := s.exec.index[code]
+	if !ok {
+		return false
 	}
-	return false
+	e := &s.exec.entries[i]
+	return e.Retries > 0 && len(e.Filter) > 0 && matches(e.Filter, s.mode, statement)
 }
 
 // Matches reports whether statement passes filter under mode; an empty

@@ -29,7 +29,7 @@ func TestExecScheduleDecide(t *testing.T) {
 		{FilterJDBC, "1222", "  Update t set x=1", 3, sqlretry.Retry, 8 * time.Second},
 		{FilterJDBC, "1205", "select 1", 4, sqlretry.Stop, 0},                              // count exhausted
 		{FilterJDBC, "1205", "delete from t", 1, sqlretry.Stop, 0},                         // filter mismatch
-		{FilterJDBC, "1205", "", 1, sqlretry.Stop, 0},                                      // statement unknown
+		{FilterJDBC, "1205", "", 1, sqlretry.Defer, 0},                                     // no statement (RunTx): the Policy decides
 		{FilterJDBC, "1205", "/* c */ select 1", 1, sqlretry.Stop, 0},                      // JDBC sees "/*"
 		{FilterJDBC, "1205", "WITH x AS (SELECT 1) UPDATE t SET a=1", 1, sqlretry.Stop, 0}, // JDBC sees "with"
 		{FilterJDBC, "1205", "sel", 1, sqlretry.Stop, 0},                                   // no substring match
@@ -63,21 +63,23 @@ func TestConsentsToReplay(t *testing.T) {
 	tests := []struct {
 		mode FilterMode
 		stmt string
+		code string
 		want bool
 	}{
-		{FilterJDBC, "INSERT INTO t VALUES (1)", true},
-		{FilterJDBC, "update t set x = 1", true},
-		{FilterJDBC, "delete from t", false}, // named only by a rule with 0 retries
-		{FilterJDBC, "merge into t", false},  // 1222's rule has no filter: no consent
-		{FilterJDBC, "/* c */ insert into t values (1)", false},
-		{FilterVerb, "/* c */ insert into t values (1)", true},
-		{FilterVerb, "WITH x AS (SELECT 1) UPDATE t SET a = 1", true},
-		{FilterVerb, "", false},
+		{FilterJDBC, "INSERT INTO t VALUES (1)", "1205", true},
+		{FilterJDBC, "update t set x = 1", "1205", true},
+		{FilterJDBC, "update t set x = 1", "conn-reset", false}, // no rule for that code: no consent
+		{FilterJDBC, "update t set x = 1", "1222", false},       // 1222's rule has no filter: no consent
+		{FilterJDBC, "delete from t", "2714", false},            // named only by a rule with 0 retries
+		{FilterJDBC, "/* c */ insert into t values (1)", "1205", false},
+		{FilterVerb, "/* c */ insert into t values (1)", "1205", true},
+		{FilterVerb, "WITH x AS (SELECT 1) UPDATE t SET a = 1", "1205", true},
+		{FilterVerb, "", "1205", false},
 	}
 	for _, tt := range tests {
 		var sc sqlretry.StatementConsent = x.Schedule(tt.mode)
-		if got := sc.ConsentsToReplay(tt.stmt); got != tt.want {
-			t.Errorf("ConsentsToReplay(%s, %q) = %v, want %v", tt.mode, tt.stmt, got, tt.want)
+		if got := sc.ConsentsToReplay(tt.stmt, tt.code); got != tt.want {
+			t.Errorf("ConsentsToReplay(%s, %q, %s) = %v, want %v", tt.mode, tt.stmt, tt.code, got, tt.want)
 		}
 	}
 }

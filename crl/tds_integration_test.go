@@ -119,16 +119,17 @@ func TestTDSRetryExecOutsideRulesDefersToTheClassifier(t *testing.T) {
 	}
 }
 
-func TestTDSRetryExecFilterConsentsToAmbiguousReplay(t *testing.T) {
+func TestTDSRetryExecFilterIsNoConsentForOtherFailures(t *testing.T) {
 	// ExecSchedule.ConsentsToReplay: a rule whose filter names a verb is the
-	// operator's consent to replaying that verb after a failure of unknown
-	// outcome. Here the connection drops after the statement was sent.
+	// operator's consent to replaying that verb after its own error code only.
+	// Here the connection drops after the statement was sent: a rule for
+	// deadlocks does not make that drop safe to replay, for any verb.
 	for _, tc := range []struct {
 		stmt     string
 		wantSent int
 		wantAmb  bool
 	}{
-		{"UPDATE accounts SET balance = 0", 2, false},
+		{"UPDATE accounts SET balance = 0", 1, true},
 		{"INSERT INTO ledger VALUES (1)", 1, true},
 	} {
 		srv := tdstest.Start(t, tdstest.Script{Rules: []tdstest.Rule{
