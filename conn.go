@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"syscall"
 )
 
@@ -21,6 +22,7 @@ type conn struct {
 	inner  driver.Conn // nil after a failed reconnect
 	gen    uint64      // bumped at each reconnect; statements re-prepare when it moves
 	inTx   bool
+	sqlTx  bool // a transaction opened in SQL text (BEGIN, START TRANSACTION, SET autocommit=0) is open
 	broken bool // inner is unusable: replace it before the next command
 
 	// endQuery cancels the command timeout of the last query, whose rows
@@ -278,8 +280,9 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 		return nil, driver.ErrSkip
 	}
 	c.finishQuery()
-	if c.inTx {
+	if c.pinned(query) {
 		r, err := c.exec(ctx, query, args)
+		c.endSQLTx(query)
 		if err != nil {
 			err = c.failed(err)
 		}
@@ -332,8 +335,9 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 		return nil, driver.ErrSkip
 	}
 	c.finishQuery()
-	if c.inTx {
+	if c.pinned(query) {
 		r, err := c.query(ctx, query, args)
+		c.endSQLTx(query)
 		if err != nil {
 			err = c.failed(err)
 		}
@@ -404,7 +408,7 @@ func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, e
 		si  driver.Stmt
 		err error
 	)
-	if c.inTx {
+	if c.inTx || c.sqlTx {
 		if si, err = c.prepare(ctx, query); err != nil {
 			return nil, c.failed(err)
 		}
@@ -530,7 +534,7 @@ func (c *conn) begin(ctx context.Context, opts driver.TxOptions) (driver.Tx, err
 func (c *conn) ping(ctx context.Context) error {
 	c.finishQuery()
 	p := c.c.p
-	if c.inTx {
+	if c.inTx || c.sqlTx {
 		return c.failed(c.pinger.Ping(ctx))
 	}
 	var err error
@@ -561,6 +565,7 @@ func (c *conn) resetSession(ctx context.Context) error {
 		}
 		c.broken = true
 	}
+	c.sqlTx = false // a new session has no transaction open
 	if err := c.ready(ctx); err != nil {
 		return driver.ErrBadConn
 	}
@@ -599,4 +604,113 @@ func namedToValues(named []driver.NamedValue) ([]driver.Value, error) {
 		dargs[n] = param.Value
 	}
 	return dargs, nil
+}
+
+// pinned reports whether query must run on this session as it is, with no
+// retry and no reconnect: inside a transaction begun with BeginTx, or one the
+// application opened in SQL text, which a statement replayed on a new
+// session would silently leave (the JDBC driver's flaw). query opening such
+// a transaction marks the connection before it runs.
+func (c *conn) pinned(query string) bool {
+	if !c.inTx && !c.sqlTx && txStatement(query) == txOpens {
+		c.sqlTx = true
+	}
+	return c.inTx || c.sqlTx
+}
+
+// endSQLTx clears the mark after a statement that ends a transaction opened
+// in SQL text, whatever its outcome: a failed COMMIT ends it too.
+func (c *conn) endSQLTx(query string) {
+	if c.sqlTx && txStatement(query) == txEnds {
+		c.sqlTx = false
+	}
+}
+
+const (
+	txOther = iota
+	txOpens
+	txEnds
+)
+
+// txStatement tells statements that open or end a transaction in SQL text:
+// BEGIN [TRAN|WORK|IMMEDIATE…], START TRANSACTION, SAVEPOINT (which opens one
+// in SQLite), SET autocommit = 0 / off; COMMIT, END, ROLLBACK (not ROLLBACK
+// TO), SET autocommit = 1 / on. It looks at the first words only, cheaply:
+// it runs on every statement.
+func txStatement(q string) int {
+	w, rest := firstWord(q)
+	switch {
+	case is(w, "begin"), is(w, "start"), is(w, "savepoint"):
+		return txOpens
+	case is(w, "commit"), is(w, "end"):
+		return txEnds
+	case is(w, "rollback"):
+		if w2, _ := firstWord(rest); is(w2, "to") {
+			return txOther
+		}
+		return txEnds
+	case is(w, "set"):
+		return autocommit(rest)
+	}
+	return txOther
+}
+
+// is compares ASCII case-insensitively, without allocating.
+func is(w, keyword string) bool { return strings.EqualFold(w, keyword) }
+
+// autocommit reads "[session|local] [@@[session.]]autocommit [=] 0|1|on|off".
+func autocommit(s string) int {
+	w, rest := firstWord(s)
+	if is(w, "session") || is(w, "local") {
+		w, rest = firstWord(rest)
+	}
+	if len(w) > 2 && w[:2] == "@@" {
+		w = w[2:]
+		if len(w) > 8 && is(w[:8], "session.") {
+			w = w[8:]
+		}
+	}
+	if !is(w, "autocommit") {
+		return txOther
+	}
+	v, _ := firstWord(strings.TrimLeft(rest, " \t\r\n="))
+	switch {
+	case v == "0", is(v, "off"), is(v, "false"):
+		return txOpens
+	case v == "1", is(v, "on"), is(v, "true"):
+		return txEnds
+	}
+	return txOther
+}
+
+// firstWord returns the first word of s (letters, digits, '_', '@' and
+// '.'), past white space, ';', '(' and comments, and the text after it.
+func firstWord(s string) (string, string) {
+	for {
+		s = strings.TrimLeft(s, " \t\r\n;(")
+		switch {
+		case strings.HasPrefix(s, "--"):
+			if i := strings.IndexByte(s, '\n'); i >= 0 {
+				s = s[i+1:]
+				continue
+			}
+			return "", ""
+		case strings.HasPrefix(s, "/*"):
+			if i := strings.Index(s[2:], "*/"); i >= 0 {
+				s = s[i+4:]
+				continue
+			}
+			return "", ""
+		}
+		break
+	}
+	i := 0
+	for i < len(s) && i < 40 {
+		b := s[i]
+		if !(b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_' || b == '@' || b == '.') {
+			break
+		}
+		i++
+	}
+	return s[:i], s[i:]
 }

@@ -88,3 +88,72 @@ func BenchmarkWrapperPath(b *testing.B) {
 		})
 	}
 }
+
+func TestTxStatement(t *testing.T) {
+	cases := map[string]int{
+		"BEGIN":                        txOpens,
+		"  begin transaction":          txOpens,
+		"BEGIN TRAN":                   txOpens,
+		"/* x */ START TRANSACTION":    txOpens,
+		"-- c\nsavepoint a":            txOpens,
+		"SET autocommit = 0":           txOpens,
+		"set session autocommit=OFF":   txOpens,
+		"SET @@autocommit=0":           txOpens,
+		"SET @@session.autocommit = 0": txOpens,
+		"COMMIT":                       txEnds,
+		"end":                          txEnds,
+		"ROLLBACK":                     txEnds,
+		"rollback work":                txEnds,
+		"SET autocommit=1":             txEnds,
+		"ROLLBACK TO SAVEPOINT a":      txOther,
+		"SELECT 1":                     txOther,
+		"UPDATE t SET autocommit = 0":  txOther,
+		"SET search_path = public":     txOther,
+		"beginning":                    txOther,
+		"":                             txOther,
+		"/* unterminated":              txOther,
+	}
+	for q, want := range cases {
+		if got := txStatement(q); got != want {
+			t.Errorf("txStatement(%q) = %d, want %d", q, got, want)
+		}
+	}
+}
+
+// A transaction opened in SQL text pins the connection: a statement that
+// fails inside it is not replayed on a new session (where it would commit
+// alone), until COMMIT or ROLLBACK ends it.
+func TestSQLTextTransactionIsNotReplayed(t *testing.T) {
+	srv := newFakeServer(&fault{op: "exec", match: "ADD b", err: driver.ErrBadConn, kill: true})
+	p := testPolicy(t, Config{})
+	db := sql.OpenDB(Connector(&fakeConnector{s: srv}, p))
+	defer db.Close()
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, "ADD a 1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, "ADD b 1"); err == nil {
+		t.Fatal("a statement inside a SQL-text transaction was replayed on a new session")
+	}
+	if n := srv.count("exec ADD b"); n != 1 {
+		t.Fatalf("ADD b ran %d times, want 1", n)
+	}
+	// Outside a transaction, the same failure is retried on a new session.
+	srv2 := newFakeServer(&fault{op: "exec", match: "ADD b", err: driver.ErrBadConn, kill: true})
+	db2 := sql.OpenDB(Connector(&fakeConnector{s: srv2}, p))
+	defer db2.Close()
+	if _, err := db2.ExecContext(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db2.ExecContext(ctx, "ADD b 1"); err != nil {
+		t.Fatalf("autocommit statement after COMMIT: %v, want a retry on a new session", err)
+	}
+}

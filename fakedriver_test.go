@@ -364,6 +364,10 @@ func (c *fakeConn) parse(q string, args []driver.NamedValue) (apply func(map[str
 		}, "", nil
 	case q == "SELECT 1":
 		return nil, "", nil
+	case q == "BEGIN" || q == "COMMIT" || q == "ROLLBACK":
+		// Accepted and ignored: transactions in SQL text are the
+		// Connector's business (it must pin the session), not the fake's.
+		return nil, "", nil
 	case len(f) == 2 && (f[0] == "GET" || f[0] == "SELECT"):
 		return nil, f[1], nil
 	}

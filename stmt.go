@@ -95,7 +95,7 @@ func (s *stmt) reprepare(ctx context.Context) error {
 func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
 	c := s.c
 	c.finishQuery()
-	if c.inTx {
+	if c.inTx || c.sqlTx {
 		if err := s.reprepare(ctx); err != nil {
 			return nil, c.failed(err)
 		}
@@ -130,7 +130,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
 	c := s.c
 	c.finishQuery()
-	if c.inTx {
+	if c.inTx || c.sqlTx {
 		if err := s.reprepare(ctx); err != nil {
 			return nil, c.failed(err)
 		}

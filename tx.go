@@ -221,10 +221,20 @@ func sessionEnded(ctx context.Context, conn *sql.Conn) bool {
 // unknown outcome before COMMIT was sent (a connection lost mid-transaction,
 // a statement timeout) left nothing applied, since a server rolls back a
 // transaction that never committed.
+//
+// At COMMIT it is the other way round: a failure of unknown outcome is
+// settled (by the Op's Verify or the CommitVerifier) even when the classifier
+// does not call it transient — "tls: bad record MAC", a severity-20 error —
+// since the transaction may have committed, and the caller must not be told
+// a plain error about a write that landed.
 func (t *txRun) rephase(err error, c Class) Class {
-	if t.stage != stageCommit && c.Retryable && c.Phase == Unknown {
+	switch {
+	case t.stage != stageCommit && c.Retryable && c.Phase == Unknown:
 		c.Phase = NotApplied
 		c.Reason += " (before COMMIT was sent: the transaction was rolled back)"
+	case t.stage == stageCommit && !c.Retryable && c.Phase == Unknown && c.Code != "context":
+		c.Retryable = true
+		c.Reason += " (in reply to COMMIT: the outcome is unknown, so it is settled)"
 	}
 	return c
 }

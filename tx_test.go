@@ -343,3 +343,28 @@ func TestRunTxCommandTimeoutDuringCommitIsAmbiguous(t *testing.T) {
 		db2.Close()
 	}
 }
+
+// A COMMIT that fails with an error the classifier does not call transient,
+// but whose outcome is unknown, is settled, not passed through as a plain
+// error about a write that may have landed.
+func TestRunTxUnknownPermanentCommitErrorIsSettled(t *testing.T) {
+	errMAC := errors.New("tls: bad record MAC")
+	srv := newFakeServer(&fault{op: "commit", err: errMAC, apply: true, kill: true})
+	db := sql.OpenDB(&fakeConnector{s: srv})
+	defer db.Close()
+	p := testPolicy(t, Config{MaxRetries: 2})
+	err := RunTx(context.Background(), db, p, Write("t", nil), nil, addOne)
+	if !errors.Is(err, ErrAmbiguous) || !errors.Is(err, errMAC) {
+		t.Fatalf("got %v, want ErrAmbiguous wrapping the COMMIT's error", err)
+	}
+	srv2 := newFakeServer(&fault{op: "commit", err: errMAC, apply: true, kill: true})
+	db2 := sql.OpenDB(&fakeConnector{s: srv2})
+	defer db2.Close()
+	verify := func(ctx context.Context) (bool, error) { return srv2.get("n") >= 1, nil }
+	if err := RunTx(context.Background(), db2, p, Write("t", verify), nil, addOne); err != nil {
+		t.Fatalf("verified: %v", err)
+	}
+	if n := srv2.get("n"); n != 1 {
+		t.Fatalf("n = %d, want 1", n)
+	}
+}
