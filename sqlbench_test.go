@@ -148,6 +148,15 @@ func BenchmarkPostgresRunTx(b *testing.B) {
 // ratios as overhead-% (wall) and cpu-overhead-%.
 func interleave(b *testing.B, n int, raw, wrapped func(i int) error) {
 	var rawNs, wrapNs, ratios, rawCPU, wrapCPU, cpuRatios []float64
+	// Warm both handles first: a PostgreSQL connect costs tens of ms here,
+	// which would otherwise land in whichever batch runs first.
+	for _, f := range []func(int) error{raw, wrapped} {
+		for j := 0; j < 20; j++ {
+			if err := f(j); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 	i := 0
 	batch := func(f func(int) error) (wall, cpu float64) {
 		c0 := cpuNow()
