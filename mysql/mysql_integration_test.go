@@ -139,7 +139,10 @@ func waitFor(t *testing.T, what string, cond func() (bool, error)) {
 		if time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(5 * time.Millisecond)
+		// InnoDB refreshes its information_schema.INNODB_TRX cache only
+		// when it was last read more than 100 ms ago: polling faster keeps
+		// it stale forever, and a lock wait is never seen.
+		time.Sleep(150 * time.Millisecond)
 	}
 	t.Fatalf("gave up waiting for %s", what)
 }
