@@ -209,10 +209,18 @@ func TestOutageOnInjectedClock(t *testing.T) {
 	if len(on) != 5 {
 		t.Fatalf("got %d samples during the outage, want 5", len(on))
 	}
-	// An operation whose last call passed just before the outage may finish
-	// while the first sample of it is taken: count from the second.
-	if got := on[len(on)-1].OK - on[1].OK; got != 0 {
-		t.Errorf("operations succeeded during the outage: got %d, want 0", got)
+	// An operation begun before the outage may have reached the database
+	// then and finish OK during it (its command timeout runs on real time,
+	// the window on this clock): only operations begun inside the window
+	// count, and none of those may be told OK before it ends.
+	if len(r.Outage.Windows) != 1 {
+		t.Fatalf("outage windows: got %d, want 1", len(r.Outage.Windows))
+	}
+	if w := r.Outage.Windows[0]; w.OKInside != 0 || w.Calls == 0 {
+		t.Errorf("outage window: got %d operations begun and told OK inside it (of %d calls), want 0 of > 0", w.OKInside, w.Calls)
+	}
+	if w := r.Outage.Windows[0]; w.Refused != r.Outage.Refused {
+		t.Errorf("outage window refused: got %d, want the run's %d", w.Refused, r.Outage.Refused)
 	}
 	if r.Outage.Calls == 0 || r.Outage.Refused == 0 || r.Faults[string(faults.Outage)] != r.Outage.Refused {
 		t.Errorf("outage: got %+v with %d outage faults, want calls and refusals, counted alike", r.Outage, r.Faults[string(faults.Outage)])
@@ -233,5 +241,42 @@ func TestOutageOnInjectedClock(t *testing.T) {
 	}
 	if err := DrawPlot(&buf, "gif", r, nil); err == nil {
 		t.Errorf("DrawPlot gif: got no error, want an unknown-format error")
+	}
+}
+
+// TestOutageWindowsCountTheirOwnRefusals runs two outages on a stepped
+// clock: each window's refusals are its own, and they add up to the run's.
+func TestOutageWindowsCountTheirOwnRefusals(t *testing.T) {
+	clk := &stepClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	cfg := Config{
+		Duration: 2 * time.Second, Workers: 3, Seed: 5, FaultRate: -1,
+		Outages: []Outage{
+			{Offset: 400 * time.Millisecond, Length: 300 * time.Millisecond},
+			{Offset: 1200 * time.Millisecond, Length: 300 * time.Millisecond},
+		},
+		Policy:      PolicyConfig{BaseDelay: time.Millisecond, MaxDelay: 4 * time.Millisecond},
+		Now:         clk.Now,
+		SampleEvery: 40 * time.Millisecond,
+		Progress:    func(Sample) { clk.step(100 * time.Millisecond) },
+	}
+	r, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Outage.Windows) != 2 {
+		t.Fatalf("outage windows: got %d, want 2", len(r.Outage.Windows))
+	}
+	total := 0
+	for i, w := range r.Outage.Windows {
+		if w.Refused == 0 || w.Calls == 0 {
+			t.Errorf("window %d: got %d refused of %d calls, want both > 0", i, w.Refused, w.Calls)
+		}
+		if w.OKInside != 0 {
+			t.Errorf("window %d: got %d operations told OK inside it, want 0", i, w.OKInside)
+		}
+		total += w.Refused
+	}
+	if total != r.Outage.Refused {
+		t.Errorf("windows' refusals: got %d in all, want the run's %d", total, r.Outage.Refused)
 	}
 }

@@ -135,6 +135,10 @@ type OutageWindow struct {
 	Amplification float64 `json:"amplification"`
 	RecoveryMS    float64 `json:"recovery_ms"`
 	Refused       int     `json:"refused"`
+	// OKInside counts operations begun while the outage was on and told OK
+	// before it ended; every call they made fell inside the outage, so it
+	// must be 0.
+	OKInside int64 `json:"ok_inside"`
 }
 
 // Latency is the operations' latency.
@@ -233,7 +237,7 @@ func (h *harness) finish(ctx context.Context) (*RunReport, error) {
 	never := false
 	for _, w := range h.windows {
 		ow := OutageWindow{OffsetMS: w.Offset.Milliseconds(), LengthMS: w.Length.Milliseconds()}
-		ow.Calls, ow.Attempts = w.calls, w.calls+w.retries
+		ow.Calls, ow.Attempts, ow.OKInside = w.calls, w.calls+w.retries, w.okInside
 		ow.Amplification = ratio(ow.Attempts, ow.Calls)
 		if w.recovered {
 			ow.RecoveryMS = ms(w.recovery)
@@ -242,6 +246,10 @@ func (h *harness) finish(ctx context.Context) (*RunReport, error) {
 			ow.RecoveryMS = -1
 			never = true
 		}
+		if !w.closed {
+			w.refused = counts.Faults[faults.Outage] - w.refusedBefore
+		}
+		ow.Refused = w.refused + w.proxyOutageHits
 		r.Outage.Windows = append(r.Outage.Windows, ow)
 		r.Outage.Calls += ow.Calls
 		r.Outage.Attempts += ow.Attempts
@@ -252,9 +260,6 @@ func (h *harness) finish(ctx context.Context) (*RunReport, error) {
 	r.Samples = slices.Clone(h.samples)
 	h.mu.Unlock()
 	r.Outage.Refused += counts.Faults[faults.Outage]
-	if len(r.Outage.Windows) == 1 {
-		r.Outage.Windows[0].Refused = r.Outage.Refused
-	}
 	r.Faults[string(faults.Outage)] = r.Outage.Refused
 	if h.tgt.proxy != nil {
 		pc := h.tgt.proxy.Counts()

@@ -72,9 +72,18 @@ type harness struct {
 // window is one outage as the run saw it.
 type window struct {
 	Outage
-	from, until     time.Duration // on the run's clock
-	opened, closed  bool
-	calls, retries  int64 // calls started and retries begun while the outage was on
+	from, until    time.Duration // on the run's clock
+	opened, closed bool
+	calls, retries int64 // calls started and retries begun while the outage was on
+	// okInside counts operations that began after the outage opened and
+	// were told OK before it closed: every call they made fell inside the
+	// window, so each must have been refused. Operations begun before the
+	// window are left out, since one may have reached the database then
+	// and finish during the window (a command timeout runs on real time,
+	// the window on the run's clock).
+	okInside        int64
+	refusedBefore   int // outage faults injected when the window opened
+	refused         int // outage faults injected while the window was on
 	recovery        time.Duration
 	recovered       bool
 	proxyBefore     faults.ProxyCounts
@@ -288,10 +297,16 @@ func (h *harness) drive(ctx context.Context) {
 // outageEdges records the policy's counters as each outage opens and closes,
 // and switches the proxy's outage.
 func (h *harness) outageEdges(el time.Duration) {
+	refused := h.plan.Counts().Faults[faults.Outage]
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for i := range h.windows {
 		w := &h.windows[i]
+		if !w.opened && el < w.from {
+			// The plan refuses calls from the window's start on: count
+			// from the last sample before it.
+			w.refusedBefore = refused
+		}
 		if !w.opened && el >= w.from {
 			w.opened = true
 			if p := h.tgt.proxy; p != nil {
@@ -301,6 +316,7 @@ func (h *harness) outageEdges(el time.Duration) {
 		}
 		if w.opened && !w.closed && el >= w.until {
 			w.closed = true
+			w.refused = refused - w.refusedBefore
 			if p := h.tgt.proxy; p != nil {
 				_ = p.SetFault(faults.Fault{Mode: faults.Pass})
 				after := p.Counts()
@@ -403,6 +419,9 @@ func (h *harness) done(sh shape, began time.Time, err error) {
 		w := &h.windows[i]
 		if b >= w.from && b < w.until {
 			w.calls++
+			if err == nil && el < w.until {
+				w.okInside++
+			}
 		}
 		if err == nil && !w.recovered && el >= w.until {
 			w.recovered, w.recovery = true, el-w.until
