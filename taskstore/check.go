@@ -29,7 +29,8 @@ type Report struct {
 	// with more than one row, or an OK transition with none.
 	AuditMismatch int `json:"audit_mismatch"`
 	// JobAttemptsBurned: job attempts counted with no handler start (and no
-	// Start call whose outcome was left unknown to explain them).
+	// Start call its caller cancelled to explain them). An ambiguous Start
+	// explains nothing: its caller must settle it and run the handler.
 	JobAttemptsBurned int `json:"job_attempts_burned"`
 	// UncountedStarts: handler starts beyond the attempts counted.
 	UncountedStarts int `json:"uncounted_starts"`
@@ -170,10 +171,12 @@ func (s *Store) snapshot(ctx context.Context) (snapshot, error) {
 // check is the pure part of Check.
 func check(sn snapshot, entries []Entry, starts map[string]int) Report {
 	r := Report{Ops: len(entries), Told: map[string]int{}, Tasks: len(sn.tasks), AuditRows: sn.auditRows, Runs: sn.runRows}
-	unsettledStarts := map[string]int{} // Start calls that may or may not have counted
+	// Start calls the caller cancelled: the caller gave up on the attempt,
+	// so one it counted is not the store's fault. An ambiguous Start is not
+	// excused: the store settles it (see [Store.Work], [Store.Started]).
+	canceledStarts := map[string]int{}
 	for _, e := range entries {
 		r.Told[e.Outcome.String()]++
-		maybe := e.Outcome == ToldAmbiguous || e.Outcome == ToldCanceled
 		switch e.Kind {
 		case OpPersist:
 			row, there := sn.tasks[e.ID]
@@ -215,8 +218,8 @@ func check(sn snapshot, entries []Entry, starts map[string]int) Report {
 				r.Misreported++
 				r.problem("%s %s on %s told %q, but it was applied", e.Kind, e.ID, e.TaskID, e.Err)
 			}
-			if e.Kind == OpStart && maybe {
-				unsettledStarts[e.TaskID]++
+			if e.Kind == OpStart && e.Outcome == ToldCanceled {
+				canceledStarts[e.TaskID]++
 			}
 		}
 	}
@@ -239,7 +242,7 @@ func check(sn snapshot, entries []Entry, starts map[string]int) Report {
 		}
 		st := starts[id]
 		r.HandlerStarts += st
-		if burned := t.JobAttempts - st - unsettledStarts[id]; burned > 0 {
+		if burned := t.JobAttempts - st - canceledStarts[id]; burned > 0 {
 			r.JobAttemptsBurned += burned
 			r.problem("task %s counts %d job attempts for %d handler starts", id, t.JobAttempts, st)
 		}

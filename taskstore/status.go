@@ -299,6 +299,20 @@ func (s *Store) Start(ctx context.Context, l *Lease) error {
 	return err
 }
 
+// Started reports whether [Store.Start] on l landed, by reading the audit
+// row of its start transition under the Read policy (retried on any
+// transient failure). A caller whose Start returned an error matching
+// sqlretry.ErrAmbiguous calls it to settle the job attempt: true means the
+// attempt was counted and the handler must run (or the attempt is spent for
+// nothing); false means it was not, and the lease expires unused. [Store.Work]
+// does this itself.
+func (s *Store) Started(ctx context.Context, l *Lease) (bool, error) {
+	id := l.Token + ":start"
+	return sqlretry.DoValue(ctx, s.pol.Read, sqlretry.Idempotent("taskstore.started"), func(ctx context.Context) (bool, error) {
+		return s.auditExists(ctx, s.db, id)
+	})
+}
+
 // Complete marks the started task Succeeded and releases its lease. A lease
 // that expired and was taken over yields [ErrLeaseLost].
 func (s *Store) Complete(ctx context.Context, l *Lease) error {
@@ -394,7 +408,9 @@ type Handler func(ctx context.Context, t Task) error
 // Work runs one task end to end, the loop a worker repeats: Claim, Start
 // (the job attempt is counted as the handler starts, and the ledger, if
 // any, records the start), the handler, then Complete or Fail. It reports
-// whether a task was claimed. A storage error leaves the lease to expire,
+// whether a task was claimed. A Start whose outcome is ambiguous is settled
+// with [Store.Started]: if it landed, the handler runs. A storage error
+// leaves the lease to expire,
 // and Recover returns the task to the queue; a caller's cancellation ends
 // Work without a Fail, so it never turns into a job retry.
 func (s *Store) Work(ctx context.Context, owner string, h Handler, retryDelay time.Duration) (bool, error) {
@@ -403,7 +419,14 @@ func (s *Store) Work(ctx context.Context, owner string, h Handler, retryDelay ti
 		return false, err
 	}
 	if err := s.Start(ctx, l); err != nil {
-		return true, err
+		// An ambiguous Start may have counted the attempt: settle it, and
+		// run the handler if it did, or the attempt is spent for nothing.
+		if OutcomeOf(err) != ToldAmbiguous || ctx.Err() != nil {
+			return true, err
+		}
+		if started, serr := s.Started(ctx, l); serr != nil || !started {
+			return true, err
+		}
 	}
 	if s.ledger != nil {
 		s.ledger.HandlerStarted(l.Task.ID)
