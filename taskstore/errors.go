@@ -33,6 +33,14 @@ var (
 	// ErrUnattributedDuplicate: Persist hit a unique violation the store
 	// could not attribute to a known constraint. Not "already inserted".
 	ErrUnattributedDuplicate = errors.New("taskstore: unique constraint violation on an unknown constraint")
+	// ErrTransitionIDTaken: a transition's id already names another
+	// transition (of another task, or to another status). Transition ids
+	// are unique: at most one audit row carries each.
+	ErrTransitionIDTaken = errors.New("taskstore: transition id already used by another transition")
+	// ErrInvalidTransition: SetStatus was asked for a transition it does not
+	// make: an unknown status, a move into Leased or Running that only
+	// Claim and Start make, or an id in the store's reserved forms.
+	ErrInvalidTransition = errors.New("taskstore: invalid transition")
 )
 
 // ConflictError is a Persist collision: which unique constraint fired, and

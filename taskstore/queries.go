@@ -26,7 +26,9 @@ func queriesFor(d Dialect) *queries {
 
 		// Every transition writes one audit row carrying its id, in the same
 		// transaction, so the audit table answers "did transition X happen?".
-		auditCount: `SELECT COUNT(*) FROM status_audit WHERE transition_id = ?`,
+		// A transition is matched on its id, its task and where it went, so an
+		// id reused elsewhere never passes for this transition.
+		auditCount: `SELECT COUNT(*) FROM status_audit WHERE transition_id = ? AND task_id = ? AND to_status IN (?, ?)`,
 		auditTask:  `SELECT task_id FROM status_audit WHERE transition_id = ?`,
 		// The audit row copies the status the UPDATE left, so a transition
 		// whose target is decided in SQL (Fail) records what happened.

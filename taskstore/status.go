@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sqlretry/sqlretry"
@@ -28,7 +30,8 @@ type change struct {
 	id     string // the transition id, the audit row's key
 	taskID string
 	from   Status
-	lease  string // the lease the UPDATE guards on, "" if none
+	to     [2]Status // the audit row's to_status: one of these (Fail decides in SQL)
+	lease  string    // the lease the UPDATE guards on, "" if none
 	update string
 	args   []any
 	at     time.Time
@@ -37,6 +40,12 @@ type change struct {
 // SetStatus moves a task from t.From to t.To and writes its audit row in
 // the same transaction; a move into Running stamps the execution time. It
 // returns the transition's id.
+//
+// A transition id names one transition: it is matched on the id, the task
+// and the target status, and the audit table holds at most one row per id.
+// An id already used by another transition yields [ErrTransitionIDTaken]; an
+// id ending in ":start", ":complete" or ":fail" or starting with "expire:"
+// (the store's own forms) yields [ErrInvalidTransition].
 //
 // The write is not idempotent (a second run would insert a second audit row
 // and re-stamp the execution time), so after an ambiguous COMMIT the store
@@ -48,6 +57,9 @@ type change struct {
 func (s *Store) SetStatus(ctx context.Context, t Transition) (string, error) {
 	if t.ID == "" {
 		t.ID = s.newID()
+	} else if reservedID(t.ID) {
+		return t.ID, fmt.Errorf("%w: transition id %q has a form the store reserves for its own transitions (%q, %q, %q suffix, %q prefix)",
+			ErrInvalidTransition, t.ID, ":start", ":complete", ":fail", ExpirePrefix)
 	}
 	now := s.now()
 	var err error
@@ -55,7 +67,7 @@ func (s *Store) SetStatus(ctx context.Context, t Transition) (string, error) {
 		err = s.naiveTransition(ctx, s.pol.SetStatus, "taskstore.set-status", t.ID, t.TaskID, t.From, s.q.naiveSetStatus,
 			func(now time.Time) []any { return []any{string(t.To), now.UnixMicro(), t.TaskID} })
 	} else {
-		c := change{op: "taskstore.set-status", id: t.ID, taskID: t.TaskID, from: t.From, at: now,
+		c := change{op: "taskstore.set-status", id: t.ID, taskID: t.TaskID, from: t.From, to: [2]Status{t.To, t.To}, at: now,
 			update: s.q.setStatus, args: []any{string(t.To), t.TaskID, string(t.From)}}
 		if t.To == Running {
 			c.update = s.q.setStatusRunning
@@ -67,11 +79,23 @@ func (s *Store) SetStatus(ctx context.Context, t Transition) (string, error) {
 	return t.ID, err
 }
 
+// reservedID reports whether id has the form of a transition id the store
+// makes itself: Start, Complete and Fail append a suffix to the lease token,
+// Recover prefixes one.
+func reservedID(id string) bool {
+	for _, suf := range []string{":start", ":complete", ":fail"} {
+		if strings.HasSuffix(id, suf) {
+			return true
+		}
+	}
+	return strings.HasPrefix(id, ExpirePrefix)
+}
+
 // apply runs c under p: the guarded UPDATE and the audit row in one
 // transaction, settled after an ambiguous COMMIT by looking for the audit
 // row.
 func (s *Store) apply(ctx context.Context, p *sqlretry.Policy, c change) error {
-	verify := func(ctx context.Context) (bool, error) { return s.auditExists(ctx, s.db, c.id) }
+	verify := func(ctx context.Context) (bool, error) { return s.auditExists(ctx, s.db, c.id, c.taskID, c.to) }
 	err := sqlretry.RunTx(ctx, s.db, p, sqlretry.Write(c.op, verify), nil, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, c.update, c.args...)
 		if err != nil {
@@ -85,7 +109,7 @@ func (s *Store) apply(ctx context.Context, p *sqlretry.Policy, c change) error {
 			// The guard failed. If it failed because this very transition
 			// is already there (an earlier attempt committed after its
 			// verify looked), it is done: succeed without a second row.
-			if done, err := s.auditExists(ctx, tx, c.id); err != nil || done {
+			if done, err := s.auditExists(ctx, tx, c.id, c.taskID, c.to); err != nil || done {
 				return err
 			}
 			return s.guardError(ctx, tx, c)
@@ -93,6 +117,19 @@ func (s *Store) apply(ctx context.Context, p *sqlretry.Policy, c change) error {
 		_, err = tx.ExecContext(ctx, s.q.insertAudit, c.id, string(c.from), c.at.UnixMicro(), c.taskID)
 		return err
 	})
+	if _, dup := s.dialect.duplicateKey(err); dup && ctx.Err() == nil {
+		// The audit insert is the only insert here: the id already has a
+		// row. Ours (an earlier attempt landed after its verify looked) is
+		// success; anyone else's means the id was reused.
+		ours, rerr := sqlretry.DoValue(ctx, s.pol.Read, sqlretry.Idempotent("taskstore.confirm"), verify)
+		switch {
+		case rerr == nil && ours:
+			return nil
+		case rerr == nil:
+			return fmt.Errorf("%w: %q (task %s): %w", ErrTransitionIDTaken, c.id, c.taskID, err)
+		}
+		return err
+	}
 	return s.confirm(ctx, err, verify)
 }
 
@@ -114,10 +151,11 @@ func (s *Store) confirm(ctx context.Context, err error, verify sqlretry.VerifyFu
 	return err
 }
 
-// auditExists reports whether the audit row of transition id exists.
-func (s *Store) auditExists(ctx context.Context, q querier, id string) (bool, error) {
+// auditExists reports whether the audit row of transition id exists: on
+// task taskID, into one of the statuses to.
+func (s *Store) auditExists(ctx context.Context, q querier, id, taskID string, to [2]Status) (bool, error) {
 	var n int
-	if err := q.QueryRowContext(ctx, s.q.auditCount, id).Scan(&n); err != nil {
+	if err := q.QueryRowContext(ctx, s.q.auditCount, id, taskID, string(to[0]), string(to[1])).Scan(&n); err != nil {
 		return false, err
 	}
 	return n > 0, nil
@@ -292,7 +330,7 @@ func (s *Store) Start(ctx context.Context, l *Lease) error {
 		err = s.naiveTransition(ctx, s.pol.Finish, "taskstore.start", id, l.Task.ID, Leased, s.q.naiveStart,
 			func(now time.Time) []any { return []any{now.UnixMicro(), now.Add(s.ttl).UnixMicro(), l.Task.ID} })
 	} else {
-		err = s.apply(ctx, s.pol.Finish, change{op: "taskstore.start", id: id, taskID: l.Task.ID, from: Leased, lease: l.Token, at: now,
+		err = s.apply(ctx, s.pol.Finish, change{op: "taskstore.start", id: id, taskID: l.Task.ID, from: Leased, to: [2]Status{Running, Running}, lease: l.Token, at: now,
 			update: s.q.start, args: []any{now.UnixMicro(), now.Add(s.ttl).UnixMicro(), l.Task.ID, l.Token}})
 	}
 	s.record(Entry{Kind: OpStart, ID: id, TaskID: l.Task.ID}, err)
@@ -309,7 +347,7 @@ func (s *Store) Start(ctx context.Context, l *Lease) error {
 func (s *Store) Started(ctx context.Context, l *Lease) (bool, error) {
 	id := l.Token + ":start"
 	return sqlretry.DoValue(ctx, s.pol.Read, sqlretry.Idempotent("taskstore.started"), func(ctx context.Context) (bool, error) {
-		return s.auditExists(ctx, s.db, id)
+		return s.auditExists(ctx, s.db, id, l.Task.ID, [2]Status{Running, Running})
 	})
 }
 
@@ -322,7 +360,7 @@ func (s *Store) Complete(ctx context.Context, l *Lease) error {
 		err = s.naiveTransition(ctx, s.pol.Finish, "taskstore.complete", id, l.Task.ID, Running, s.q.naiveComplete,
 			func(time.Time) []any { return []any{l.Task.ID} })
 	} else {
-		err = s.apply(ctx, s.pol.Finish, change{op: "taskstore.complete", id: id, taskID: l.Task.ID, from: Running, lease: l.Token, at: s.now(),
+		err = s.apply(ctx, s.pol.Finish, change{op: "taskstore.complete", id: id, taskID: l.Task.ID, from: Running, to: [2]Status{Succeeded, Succeeded}, lease: l.Token, at: s.now(),
 			update: s.q.complete, args: []any{l.Task.ID, l.Token}})
 	}
 	s.record(Entry{Kind: OpComplete, ID: id, TaskID: l.Task.ID}, err)
@@ -339,7 +377,7 @@ func (s *Store) Fail(ctx context.Context, l *Lease, retryAt time.Time) error {
 	if retryAt.IsZero() {
 		retryAt = now
 	}
-	err := s.apply(ctx, s.pol.Finish, change{op: "taskstore.fail", id: id, taskID: l.Task.ID, from: Running, lease: l.Token, at: now,
+	err := s.apply(ctx, s.pol.Finish, change{op: "taskstore.fail", id: id, taskID: l.Task.ID, from: Running, to: [2]Status{Queued, Failed}, lease: l.Token, at: now,
 		update: s.q.fail, args: []any{retryAt.UnixMicro(), l.Task.ID, l.Token}})
 	s.record(Entry{Kind: OpFail, ID: id, TaskID: l.Task.ID}, err)
 	return err

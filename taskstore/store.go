@@ -100,7 +100,8 @@ type Options struct {
 	// EF Core's EnableRetryOnFailure does, with no verify; a duplicate key on
 	// a replayed Persist is read as "already inserted" whatever constraint
 	// fired; SetStatus, Start and Complete are unguarded and insert a fresh
-	// audit row each time they run; and AdvanceRun takes seed 002's shape
+	// audit row each time they run (the unique transition id then makes the
+	// replay fail, so a write that landed is reported failed); and AdvanceRun takes seed 002's shape
 	// that guards on the schedule version without consuming it. Never use
 	// it for real data.
 	Naive bool

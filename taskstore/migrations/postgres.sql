@@ -33,7 +33,8 @@ CREATE TABLE IF NOT EXISTS status_audit (
     to_status     VARCHAR(16)  NOT NULL,
     at_us         BIGINT       NOT NULL
 );
-CREATE INDEX IF NOT EXISTS ix_status_audit_transition ON status_audit (transition_id);
+-- A transition id names one transition: at most one audit row.
+CREATE UNIQUE INDEX IF NOT EXISTS ux_status_audit_transition ON status_audit (transition_id);
 CREATE INDEX IF NOT EXISTS ix_status_audit_task ON status_audit (task_id);
 CREATE TABLE IF NOT EXISTS task_runs (
     task_id          VARCHAR(64) NOT NULL,
