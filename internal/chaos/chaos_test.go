@@ -66,6 +66,14 @@ func TestRedactor(t *testing.T) {
 		{"app:hunter2@tcp(db:3306)/x", "Error 1045: app:hunter2@tcp", "Error 1045: app:xxxxx@tcp"},
 		{"postgres://app@db/x", "postgres://app@db/x", "postgres://app@db/x"},
 		{"", "nothing", "nothing"},
+		// Unparsable (bad port): the fallback takes everything up to the next key.
+		{"host=db port=bad password = hunter2", "cannot parse `host=db port=bad password = hunter2`", "cannot parse `host=db port=bad password = xxxxx`"},
+		{"host=db port=bad password='a b c9' user=x", "password='a b c9' user=x", "password='xxxxx' user=x"},
+		{"host=db port=bad password=a b c9 user=x", "password=a b c9 user=x", "password=xxxxx user=x"},
+		// Parsable: the password pgx reads, quoted or spaced, and its escapes.
+		{"host=db password = 'a b c9'", "pw a b c9 / a+b+c9 / a%20b%20c9", "pw xxxxx / xxxxx / xxxxx"},
+		{"postgres://app:a%20b%40c@db/x", "a b@c a%20b%40c", "xxxxx xxxxx"},
+		{"app:p\"w@tcp(db:3306)/x", `{"err":"p\"w"}`, `{"err":"xxxxx"}`},
 	}
 	for _, c := range cases {
 		if got := NewRedactor(c.dsn).String(c.text); got != c.want {

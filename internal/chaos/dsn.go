@@ -6,12 +6,15 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,17 +34,89 @@ type Redactor struct{ secrets []string }
 
 // NewRedactor returns a Redactor for the password in dsn, whatever the
 // DSN's form: a URL (postgres://user:pw@host/db), key=value pairs
-// (password=pw) or go-sql-driver's user:pw@tcp(host)/db.
+// (password=pw, password = 'a b') or go-sql-driver's user:pw@tcp(host)/db.
+// The password is the one pgx and go-sql-driver/mysql parse from dsn; only
+// a DSN neither parses falls back to reading it by hand, generously.
 func NewRedactor(dsn string) *Redactor {
+	if dsn == "" {
+		return &Redactor{}
+	}
 	var found []string
+	parsed := false
+	if cfg, err := pgx.ParseConfig(dsn); err == nil {
+		parsed = true
+		found = append(found, cfg.Password)
+	}
+	if cfg, err := gomysql.ParseDSN(dsn); err == nil {
+		parsed = true
+		found = append(found, cfg.Passwd)
+	}
 	if u, err := url.Parse(dsn); err == nil && u.User != nil {
 		if pw, ok := u.User.Password(); ok {
 			found = append(found, pw)
 		}
 	}
-	for _, f := range strings.Fields(dsn) {
-		if k, v, ok := strings.Cut(f, "="); ok && strings.EqualFold(strings.TrimSpace(k), "password") {
-			found = append(found, strings.Trim(v, `'"`))
+	if !parsed {
+		found = append(found, guessPasswords(dsn)...)
+	}
+	r := &Redactor{}
+	for _, s := range found {
+		r.add(s)
+	}
+	// Longest first: a secret that contains another is replaced whole.
+	slices.SortFunc(r.secrets, func(a, b string) int { return len(b) - len(a) })
+	return r
+}
+
+// add adds s and the forms it takes when escaped in a URL or in JSON.
+func (r *Redactor) add(s string) {
+	if s == "" {
+		return
+	}
+	forms := []string{s, url.QueryEscape(s), url.PathEscape(s), (&url.URL{User: url.UserPassword("u", s)}).User.String()[2:]}
+	if b, err := json.Marshal(s); err == nil {
+		forms = append(forms, string(b[1:len(b)-1]))
+	}
+	for _, f := range forms {
+		if f != "" && !slices.Contains(r.secrets, f) {
+			r.secrets = append(r.secrets, f)
+		}
+	}
+}
+
+// kvKey matches the start of the next key of a key=value DSN.
+var kvKey = regexp.MustCompile(`\s+[A-Za-z_][A-Za-z0-9_]*\s*=`)
+
+// passwordKey matches a password key and its "=" in a key=value DSN.
+var passwordKey = regexp.MustCompile(`(?i)password\s*=\s*`)
+
+// guessPasswords reads the passwords of a DSN no driver parses: after each
+// "password =", everything up to the next key (a quoted value whole, with
+// and without its quotes), and a URL's or go-sql-driver's user:pw@.
+func guessPasswords(dsn string) []string {
+	var found []string
+	for _, m := range passwordKey.FindAllStringIndex(dsn, -1) {
+		rest := dsn[m[1]:]
+		var v string
+		if q := rest; len(q) > 0 && (q[0] == '\'' || q[0] == '"') {
+			end := strings.IndexByte(q[1:], q[0])
+			if end < 0 {
+				v = q[1:]
+			} else {
+				v = q[1 : end+1]
+			}
+		} else if loc := kvKey.FindStringIndex(rest); loc != nil {
+			v = rest[:loc[0]]
+		} else {
+			v = rest
+		}
+		v = strings.TrimSpace(v)
+		found = append(found, v)
+		// Also each longer word alone, in case a message splits the value.
+		for _, f := range strings.Fields(v) {
+			if len(f) >= 4 {
+				found = append(found, f)
+			}
 		}
 	}
 	if i := strings.LastIndex(dsn, "@"); i > 0 {
@@ -51,22 +126,12 @@ func NewRedactor(dsn string) *Redactor {
 		}
 		if _, pw, ok := strings.Cut(user, ":"); ok {
 			found = append(found, pw)
+			if u, err := url.PathUnescape(pw); err == nil {
+				found = append(found, u)
+			}
 		}
 	}
-	r := &Redactor{}
-	for _, s := range found {
-		if s == "" {
-			continue
-		}
-		r.secrets = append(r.secrets, s)
-		if e := url.QueryEscape(s); e != s {
-			r.secrets = append(r.secrets, e)
-		}
-		if e := url.PathEscape(s); e != s {
-			r.secrets = append(r.secrets, e)
-		}
-	}
-	return r
+	return found
 }
 
 // String returns s with every secret replaced by "xxxxx".

@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -49,7 +51,49 @@ func (o *outageFlags) Set(s string) error {
 	return nil
 }
 
+// runChaos runs the command with its output redacted line by line: no line
+// it writes to stdout or stderr carries the --dsn password.
 func runChaos(ctx context.Context, env Env, args []string) int {
+	red := chaos.NewRedactor(dsnArg(args))
+	out := &redactWriter{w: env.Stdout, red: red}
+	errw := &redactWriter{w: env.Stderr, red: red}
+	defer out.Flush()
+	defer errw.Flush()
+	return chaosMain(ctx, Env{Stdout: out, Stderr: errw}, isTerminal(env.Stderr), args)
+}
+
+// redactWriter writes what it is given a line at a time (ended by a
+// newline or a carriage return, for the progress bar), redacted.
+type redactWriter struct {
+	w   io.Writer
+	red *chaos.Redactor
+	buf []byte
+}
+
+func (r *redactWriter) Write(p []byte) (int, error) {
+	r.buf = append(r.buf, p...)
+	for {
+		i := bytes.IndexAny(r.buf, "\n\r")
+		if i < 0 {
+			return len(p), nil
+		}
+		line := r.red.String(string(r.buf[:i+1]))
+		r.buf = r.buf[i+1:]
+		if _, err := io.WriteString(r.w, line); err != nil {
+			return len(p), err
+		}
+	}
+}
+
+// Flush writes what is left of an unfinished line.
+func (r *redactWriter) Flush() {
+	if len(r.buf) > 0 {
+		_, _ = io.WriteString(r.w, r.red.String(string(r.buf)))
+		r.buf = nil
+	}
+}
+
+func chaosMain(ctx context.Context, env Env, tty bool, args []string) int {
 	fs := newFlagSet("chaos")
 	var (
 		cfg                 chaos.Config
@@ -84,7 +128,7 @@ func runChaos(ctx context.Context, env Env, args []string) int {
 	fs.StringVar(&plotFile, "plot", "", "write throughput, attempts and budget over time to FILE (.png or .svg)")
 	fs.BoolVar(&cfg.NoProxy, "no-proxy", false, "with --dsn, inject driver-level faults only, without the wire proxy")
 	fs.BoolVar(&asJSON, "json", false, "write one JSON document to standard output")
-	red := chaos.NewRedactor(strings.Join(args, " "))
+	red := chaos.NewRedactor(dsnArg(args))
 	pos, err := parseFlags(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(env.Stdout, chaosUsage)
@@ -173,7 +217,7 @@ func runChaos(ctx context.Context, env Env, args []string) int {
 		return badInput(env, "chaos: --plot %s: want a .png or .svg file name", plotFile)
 	}
 
-	prog := chaos.NewProgress(env.Stderr, isTerminal(env.Stderr))
+	prog := chaos.NewProgress(env.Stderr, tty)
 	cfg.Progress = prog.Update
 	ours, err := chaos.Run(ctx, cfg)
 	if err != nil {
@@ -228,6 +272,28 @@ func chaosError(env Env, red *chaos.Redactor, err error) int {
 	}
 	fmt.Fprintln(env.Stderr, "error: chaos: "+strings.ReplaceAll(msg, "\n", " "))
 	return ExitFailed
+}
+
+// dsnArg returns the --dsn value in args, before the flags are parsed, so
+// that a flag error cannot echo its password.
+func dsnArg(args []string) string {
+	dsn := ""
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		name, v, hasV := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "dsn" {
+			continue
+		}
+		switch {
+		case hasV:
+			dsn = v
+		case i+1 < len(args):
+			dsn = args[i+1]
+		}
+	}
+	return dsn
 }
 
 // isTerminal reports whether w is a terminal, for the live progress bar.

@@ -236,6 +236,11 @@ func TestChaosBadInput(t *testing.T) {
 		{"malformed mysql", []string{"--engine", "mysql", "--dsn", "app:" + secret + "@tcp(127.0.0.1:1/db"}, "--dsn"},
 		{"unreachable mysql", []string{"--dsn", "app:" + secret + "@tcp(127.0.0.1:1)/db?timeout=2s"}, "--dsn"},
 		{"password in a bad flag", []string{"--dsn", "postgres://app:" + secret + "@x/db", "--duration", "x" + secret}, "duration"},
+		{"spaced password, unparsable dsn", []string{"--dsn", "host=127.0.0.1 port=bad password = " + secret}, "--dsn"},
+		{"quoted password, unparsable dsn", []string{"--dsn", "host=127.0.0.1 port=bad password='a " + secret + "' user=app"}, "--dsn"},
+		{"quoted password, unreachable", []string{"--dsn", "host=127.0.0.1 port=1 password='a " + secret + "' connect_timeout=2 sslmode=disable"}, "--dsn"},
+		{"escaped password in a URL", []string{"--dsn", "postgres://app:a%20" + secret + "%40@127.0.0.1:1/db?sslmode=disable&connect_timeout=2"}, "--dsn"},
+		{"spaced password in a bad flag", []string{"--dsn", "host=x password = " + secret, "--workers", "x" + secret}, "workers"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
