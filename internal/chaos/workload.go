@@ -41,7 +41,7 @@ func shapeOf(op string) (shape, bool) {
 		return shapeAdvance, true
 	case "taskstore.claim", "taskstore.start", "taskstore.complete", "taskstore.fail", "taskstore.recover":
 		return shapeClaim, true
-	case "taskstore.get":
+	case "taskstore.get", "taskstore.started":
 		return shapeRead, true
 	}
 	return 0, false
@@ -217,7 +217,7 @@ func (w *worker) claim(ctx context.Context) bool {
 	began = h.cfg.Now()
 	err = h.store.Start(ctx, l)
 	h.done(shapeClaim, began, err)
-	if err != nil {
+	if err != nil && !w.settleStart(ctx, l, err) {
 		return false // the lease expires and Recover returns the task
 	}
 	h.ledger.HandlerStarted(l.Task.ID)
@@ -229,4 +229,30 @@ func (w *worker) claim(ctx context.Context) bool {
 	}
 	h.done(shapeClaim, began, err)
 	return err == nil
+}
+
+// settleTries bounds the reads that settle an ambiguous Start.
+const settleTries = 20
+
+// settleStart settles a Start that failed with err: true when it landed
+// after all (its outcome was unknown and Store.Started finds its audit
+// row), so the job attempt was counted and the handler must run, as
+// Store.Work does.
+func (w *worker) settleStart(ctx context.Context, l *taskstore.Lease, err error) bool {
+	if taskstore.OutcomeOf(err) != taskstore.ToldAmbiguous {
+		return false
+	}
+	for range settleTries {
+		if ctx.Err() != nil {
+			return false
+		}
+		began := w.h.cfg.Now()
+		started, serr := w.h.store.Started(ctx, l)
+		w.h.done(shapeRead, began, serr)
+		if serr == nil {
+			return started
+		}
+		pause(ctx, errPause)
+	}
+	return false
 }
