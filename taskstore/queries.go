@@ -35,7 +35,10 @@ func queriesFor(d Dialect) *queries {
 		insertAudit: `INSERT INTO status_audit (task_id, transition_id, from_status, to_status, at_us)
 			SELECT id, ?, ?, status, ?i FROM tasks WHERE id = ?`,
 
-		setStatus:        `UPDATE tasks SET status = ? WHERE id = ? AND status = ?`,
+		// SetStatus never moves into Leased, and into Running only from
+		// Queued: every other move leaves the task with no lease.
+		setStatus: `UPDATE tasks SET status = ?, lease_owner = NULL, lease_token = NULL, lease_expires_us = NULL
+			WHERE id = ? AND status = ?`,
 		setStatusRunning: `UPDATE tasks SET status = ?, last_execution_us = ? WHERE id = ? AND status = ?`,
 
 		claimCandidate: `SELECT id FROM tasks WHERE status = 'queued' AND due_us <= ? ORDER BY due_us, id LIMIT 1 {skip}`,

@@ -41,6 +41,14 @@ type change struct {
 // the same transaction; a move into Running stamps the execution time. It
 // returns the transition's id.
 //
+// Both statuses must be known. SetStatus never moves a task into Leased
+// (Claim does, with a lease Recover can expire) and moves one into Running
+// only from Queued: a manual run, with no lease and no job attempt counted,
+// which the caller moves on itself (Recover does not return it). A task
+// leaving Leased or Running loses its lease: the holder's next Start,
+// Complete or Fail meets [ErrLeaseLost]. Anything else yields
+// [ErrInvalidTransition].
+//
 // A transition id names one transition: it is matched on the id, the task
 // and the target status, and the audit table holds at most one row per id.
 // An id already used by another transition yields [ErrTransitionIDTaken]; an
@@ -55,6 +63,9 @@ type change struct {
 // instead of applying twice, and the store then checks for its own audit row
 // before reporting a [*StatusError] matching [ErrStatusConflict].
 func (s *Store) SetStatus(ctx context.Context, t Transition) (string, error) {
+	if err := validMove(t.From, t.To); err != nil {
+		return t.ID, err
+	}
 	if t.ID == "" {
 		t.ID = s.newID()
 	} else if reservedID(t.ID) {
@@ -77,6 +88,29 @@ func (s *Store) SetStatus(ctx context.Context, t Transition) (string, error) {
 	}
 	s.record(Entry{Kind: OpSetStatus, ID: t.ID, TaskID: t.TaskID}, err)
 	return t.ID, err
+}
+
+// validMove reports whether SetStatus makes the move from → to: both known
+// statuses, never into Leased (only Claim leases, with a lease that expires),
+// and into Running only from Queued (a manual run, with no lease and no job
+// attempt counted; a claimed task is started by Start).
+func validMove(from, to Status) error {
+	known := func(st Status) bool {
+		switch st {
+		case Queued, Leased, Running, Succeeded, Failed:
+			return true
+		}
+		return false
+	}
+	switch {
+	case !known(from) || !known(to):
+		return fmt.Errorf("%w: unknown status in %q → %q", ErrInvalidTransition, from, to)
+	case to == Leased:
+		return fmt.Errorf("%w: %q → %q: only Claim leases a task", ErrInvalidTransition, from, to)
+	case to == Running && from != Queued:
+		return fmt.Errorf("%w: %q → %q: a claimed task is started by Start; SetStatus runs only a queued task", ErrInvalidTransition, from, to)
+	}
+	return nil
 }
 
 // reservedID reports whether id has the form of a transition id the store

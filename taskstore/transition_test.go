@@ -61,3 +61,80 @@ func TestTransitionIDScoped(t *testing.T) {
 		})
 	}
 }
+
+// TestSetStatusMoves: SetStatus refuses unknown statuses and the moves only
+// Claim and Start make, and a task it takes out of Leased or Running keeps
+// no lease.
+func TestSetStatusMoves(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t, SQLite, nil, Options{})
+	for _, tc := range []struct {
+		from, to Status
+		want     error
+	}{
+		{Queued, "bogus", ErrInvalidTransition},
+		{"bogus", Queued, ErrInvalidTransition},
+		{Queued, Leased, ErrInvalidTransition},
+		{Leased, Running, ErrInvalidTransition},
+		{Succeeded, Running, ErrInvalidTransition},
+		{Queued, Running, nil},
+		{Queued, Failed, nil},
+	} {
+		task, err := s.Persist(ctx, Task{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.SetStatus(ctx, Transition{TaskID: task.ID, From: tc.from, To: tc.to})
+		if (tc.want == nil && err != nil) || (tc.want != nil && !errors.Is(err, tc.want)) {
+			t.Errorf("%s → %s: got %v, want %v", tc.from, tc.to, err, tc.want)
+		}
+		got, err := s.Get(ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]Status{true: tc.to, false: Queued}[tc.want == nil]; got.Status != want {
+			t.Errorf("%s → %s: task is %s, want %s", tc.from, tc.to, got.Status, want)
+		}
+	}
+	// Out of Leased and Running: the lease goes with it.
+	for _, tc := range []struct {
+		name  string
+		start bool
+		from  Status
+		to    Status
+	}{
+		{"leased → failed", false, Leased, Failed},
+		{"running → queued", true, Running, Queued},
+		{"running → succeeded", true, Running, Succeeded},
+	} {
+		reset(t, s)
+		if _, err := s.Persist(ctx, Task{}); err != nil {
+			t.Fatal(err)
+		}
+		l, err := s.Claim(ctx, "w")
+		if err != nil || l == nil {
+			t.Fatalf("claim: %v %v", l, err)
+		}
+		if tc.start {
+			if err := s.Start(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.SetStatus(ctx, Transition{TaskID: l.Task.ID, From: tc.from, To: tc.to}); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		got, err := s.Get(ctx, l.Task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != tc.to || got.LeaseOwner != "" || !got.LeaseExpiresAt.IsZero() {
+			t.Errorf("%s: got %s owner %q expires %v, want %s with no lease", tc.name, got.Status, got.LeaseOwner, got.LeaseExpiresAt, tc.to)
+		}
+		if tc.to == Queued {
+			// The old holder cannot finish it.
+			if err := s.Complete(ctx, l); !errors.Is(err, ErrLeaseLost) {
+				t.Errorf("%s: old lease's Complete: got %v, want ErrLeaseLost", tc.name, err)
+			}
+		}
+	}
+}
