@@ -90,28 +90,65 @@ func (s *Store) versionError(ctx context.Context, q querier, id string, expected
 }
 
 // EnsureOccurrence inserts the occurrence of series parentID at t.ScheduledAt
-// unless it exists, and reports whether this call created it. It is an
-// idempotent write by construction, the contrast to Persist: its id is
-// derived from the series and the time, and the occurrence index turns a
-// second insert into a no-op (ON CONFLICT DO NOTHING; MariaDB: ON DUPLICATE
-// KEY UPDATE id = id), so it is replayed freely after any transient failure.
-// Because of that, "created" is false after a replay whose first attempt
-// landed: use Persist when the caller must know.
+// unless it exists, and returns the occurrence as stored and whether this
+// call created it. t.ScheduledAt must not be zero. It is an idempotent write
+// by construction, the contrast to Persist: its id is derived from the series
+// and the time, and the occurrence index turns a second insert into a no-op
+// (ON CONFLICT DO NOTHING; on MariaDB a duplicate key read back by
+// occurrence), so it is replayed freely after any transient failure.
+//
+// The returned task is the stored row, read back by (parentID,
+// t.ScheduledAt): if the occurrence was stored earlier (by Persist, under
+// another id), that is the id returned. A different task already holding the
+// derived id yields a [*ConflictError] matching [ErrIDTaken]. "created" is
+// false after a replay whose first attempt landed: use Persist when the
+// caller must know.
 func (s *Store) EnsureOccurrence(ctx context.Context, parentID string, t Task) (Task, bool, error) {
+	if t.ScheduledAt.IsZero() {
+		return t, false, errors.New("taskstore: EnsureOccurrence: ScheduledAt is zero: an occurrence needs its scheduled time")
+	}
 	t.ParentID = parentID
 	t.ID = parentID + "@" + t.ScheduledAt.UTC().Format("20060102T150405.000000")
 	t.Key = ""
 	t = s.prepare(t)
 	var created bool
 	err := s.pol.Persist.Do(ctx, sqlretry.Idempotent("taskstore.ensure-occurrence"), func(ctx context.Context) error {
+		created = false
 		res, err := s.db.ExecContext(ctx, s.q.ensureOccurrence, t.ID, t.ParentID, us(t.ScheduledAt), t.DueAt.UnixMicro(),
 			t.MaxAttempts, t.Payload, s.now().UnixMicro())
+		if c, dup := s.dialect.duplicateKey(err); dup {
+			// The occurrence exists (a no-op), or another task holds the id.
+			if _, rerr := s.occurrence(ctx, t); errors.Is(rerr, ErrNotFound) {
+				return &ConflictError{TaskID: t.ID, Constraint: c, Err: err}
+			} else if rerr != nil {
+				return rerr
+			}
+			return nil
+		}
 		if err != nil {
 			return err
 		}
 		n, err := res.RowsAffected()
-		created = n == 1 // MariaDB reports 0 for a no-op ON DUPLICATE KEY UPDATE
+		created = n == 1
 		return err
 	})
-	return t, created, err
+	if err != nil {
+		return t, false, err
+	}
+	stored, err := sqlretry.DoValue(ctx, s.pol.Read, sqlretry.Idempotent("taskstore.get"), func(ctx context.Context) (Task, error) {
+		return s.occurrence(ctx, t)
+	})
+	if err != nil {
+		return t, created, err
+	}
+	return stored, created, nil
+}
+
+// occurrence reads the task stored at t's place in its series.
+func (s *Store) occurrence(ctx context.Context, t Task) (Task, error) {
+	got, err := scanTask(s.db.QueryRowContext(ctx, s.q.occurrence, t.ParentID, us(t.ScheduledAt)))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Task{}, ErrNotFound
+	}
+	return got, err
 }

@@ -13,6 +13,7 @@ type queries struct {
 	naiveAdvance, naiveSetStatus, naiveStart string
 	naiveComplete                            string
 	ensureOccurrence, leaseOf                string
+	occurrence                               string
 }
 
 const taskColumns = `id, task_key, parent_id, scheduled_us, due_us, status, job_attempts, max_attempts,
@@ -65,8 +66,9 @@ func queriesFor(d Dialect) *queries {
 			WHERE id = ? AND schedule_version = ? AND (max_runs = 0 OR current_run_count < max_runs)`,
 		insertRun: `INSERT INTO task_runs (task_id, run_no, advance_id, schedule_version, at_us)
 			SELECT id, current_run_count, ?, schedule_version, ?i FROM tasks WHERE id = ?`,
-		leaseOf: `SELECT lease_token, lease_expires_us FROM tasks WHERE id = ?`,
-		runByID: `SELECT run_no, schedule_version FROM task_runs WHERE advance_id = ?`,
+		leaseOf:    `SELECT lease_token, lease_expires_us FROM tasks WHERE id = ?`,
+		occurrence: `SELECT ` + taskColumns + ` FROM tasks WHERE parent_id = ? AND scheduled_us = ?`,
+		runByID:    `SELECT run_no, schedule_version FROM task_runs WHERE advance_id = ?`,
 
 		// Seed 002's unsafe shapes, for Options.Naive only.
 		naiveAdvance: `UPDATE tasks SET current_run_count = current_run_count + 1, advanced_by = ?
@@ -78,17 +80,20 @@ func queriesFor(d Dialect) *queries {
 			WHERE id = ?`,
 	}
 	// An idempotent insert: the occurrence index makes a replay a no-op.
+	// MariaDB's ON DUPLICATE KEY UPDATE would absorb a collision on any
+	// unique key, the primary key included, so there the insert is plain
+	// and EnsureOccurrence reads a duplicate key back by occurrence.
 	switch d {
 	case MariaDB:
 		q.ensureOccurrence = `INSERT INTO tasks (id, task_key, parent_id, scheduled_us, due_us, status, max_attempts, max_runs, payload, created_us)
-			VALUES (?, NULL, ?, ?, ?, 'queued', ?, 0, ?, ?) ON DUPLICATE KEY UPDATE id = id`
+			VALUES (?, NULL, ?, ?, ?, 'queued', ?, 0, ?, ?)`
 	default:
 		q.ensureOccurrence = `INSERT INTO tasks (id, task_key, parent_id, scheduled_us, due_us, status, max_attempts, max_runs, payload, created_us)
 			VALUES (?, NULL, ?, ?, ?, 'queued', ?, 0, ?, ?) ON CONFLICT (parent_id, scheduled_us) DO NOTHING`
 	}
 	for _, p := range []*string{&q.insert, &q.get, &q.auditCount, &q.auditTask, &q.insertAudit, &q.setStatus, &q.setStatusRunning,
 		&q.claimCandidate, &q.claim, &q.start, &q.complete, &q.fail, &q.expired, &q.expire, &q.advance, &q.insertRun,
-		&q.runByID, &q.naiveAdvance, &q.naiveSetStatus, &q.naiveStart, &q.naiveComplete, &q.ensureOccurrence, &q.leaseOf} {
+		&q.runByID, &q.naiveAdvance, &q.naiveSetStatus, &q.naiveStart, &q.naiveComplete, &q.ensureOccurrence, &q.leaseOf, &q.occurrence} {
 		*p = d.bind(*p)
 	}
 	return q
