@@ -13,8 +13,9 @@ import (
 // and what the ledger recorded.
 type Report struct {
 	// Lost: writes told OK whose effect is not in the database (a persisted
-	// task missing or not the caller's, a transition or an advance with no
-	// record).
+	// task missing or not the caller's, an advance with no run recorded). A
+	// transition told OK with no audit row is an AuditMismatch, not also
+	// Lost: each violation is counted once.
 	Lost int `json:"lost"`
 	// Duplicated: extra completions: a task that reached Succeeded more than
 	// once.
@@ -210,7 +211,8 @@ func check(sn snapshot, entries []Entry, starts map[string]int) Report {
 				r.AuditMismatch += n - 1
 				r.problem("%s %s on %s has %d audit rows", e.Kind, e.ID, e.TaskID, n)
 			case n == 0 && e.Outcome == ToldOK:
-				r.Lost++
+				// Counted once, as an audit mismatch: the transition's
+				// only record is its audit row.
 				r.AuditMismatch++
 				r.problem("%s %s on %s told ok, but no audit row exists", e.Kind, e.ID, e.TaskID)
 			}

@@ -242,7 +242,10 @@ var errClaimRace = errors.New("taskstore: claim: the selected task changed befor
 // abandoned) nor run twice (a claim that landed is not replayed to take a
 // second task). A claim whose outcome cannot be settled leaves at worst a
 // lease nobody uses, which expires and is returned to the queue by
-// [Store.Recover].
+// [Store.Recover]. A claim that landed but whose lease expired and was taken
+// back before it was settled returns a [*StatusError] matching
+// [ErrLeaseLost]: the caller holds nothing. The ledger records that claim as
+// applied (it was), not as a failed write.
 func (s *Store) Claim(ctx context.Context, owner string) (*Lease, error) {
 	token := s.newID()
 	var lease *Lease
@@ -315,7 +318,15 @@ func (s *Store) Claim(ctx context.Context, owner string) (*Lease, error) {
 		if lease != nil {
 			e.TaskID = lease.Task.ID
 		}
-		s.record(e, err)
+		if lost {
+			// The claim was applied (its audit row is there); the lease
+			// was lost after it. The write is recorded as applied, so the
+			// ledger does not count the caller's ErrLeaseLost as a
+			// misreported failure.
+			s.record(e, nil)
+		} else {
+			s.record(e, err)
+		}
 	}
 	if err != nil {
 		return nil, err
