@@ -47,7 +47,8 @@
 //
 // SetStatus, and the job transitions Claim, Start, Complete and Fail: the
 // guarded UPDATE and its audit row commit in one transaction (RunTx), and
-// the audit row carries the transition's id. After an ambiguous COMMIT the
+// the audit row carries the transition's id, unique in the table and matched
+// with its task and target status. After an ambiguous COMMIT the
 // store looks for that row: found → done, without a second audit row or a
 // re-stamped execution time; absent → the transaction runs again. The guard
 // (From status, lease token) makes a replay that meets the desired state
@@ -75,6 +76,8 @@
 // Start, Complete and Fail keep storage retries apart from job retries
 // (seed 000): a job attempt is counted by Start, when the handler starts,
 // and only there; a storage retry of any write never reaches the counter.
+// A Start whose outcome stays unknown is settled by [Store.Started] (Work
+// does it): if the attempt was counted, the handler runs.
 // Fail sends the task back to the queue while it has attempts left.
 //
 // Before it reports a failure whose last attempt ended with an unknown
