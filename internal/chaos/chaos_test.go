@@ -288,3 +288,36 @@ func TestOutageWindowsCountTheirOwnRefusals(t *testing.T) {
 		t.Errorf("windows' refusals: got %d in all, want the run's %d", total, r.Outage.Refused)
 	}
 }
+
+// TestNaiveSeriesDamage runs one worker (its calls, and so the seeded
+// faults, in a fixed order) with lost COMMIT replies and no retry budget:
+// series reach their MaxRuns in both runs, so ended_early and
+// double_counted check something; blind replay breaks them, ours not.
+func TestNaiveSeriesDamage(t *testing.T) {
+	base := Config{
+		Duration: 1500 * time.Millisecond, Workers: 1, Seed: 7, FaultRate: 0.4, Outages: []Outage{},
+		Kinds:  []faults.Kind{faults.CommitAppliedReplyLost},
+		Policy: PolicyConfig{BaseDelay: time.Millisecond, MaxDelay: 2 * time.Millisecond, NoBudget: true, MaxRetries: 5},
+	}
+	runs := map[bool]*RunReport{}
+	for _, naive := range []bool{false, true} {
+		cfg := base
+		cfg.Naive = naive
+		r, err := Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.SeriesCompleted == 0 {
+			t.Errorf("naive %t: got 0 series at their max runs, want > 0", naive)
+		}
+		runs[naive] = r
+	}
+	ours, naive := runs[false].Invariants, runs[true].Invariants
+	t.Logf("ours: %d series completed, %+v; naive: %d, %+v", runs[false].SeriesCompleted, ours, runs[true].SeriesCompleted, naive)
+	if ours.EndedEarly+ours.DoubleCounted != 0 {
+		t.Errorf("ours: got ended_early %d, double_counted %d, want 0", ours.EndedEarly, ours.DoubleCounted)
+	}
+	if naive.EndedEarly == 0 || naive.DoubleCounted == 0 {
+		t.Errorf("naive: got ended_early %d, double_counted %d, want both > 0", naive.EndedEarly, naive.DoubleCounted)
+	}
+}

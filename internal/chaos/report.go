@@ -33,6 +33,11 @@ type RunReport struct {
 	Outage     OutageReport           `json:"outage"`
 	Latency    Latency                `json:"latency"`
 	Retries    int64                  `json:"retries"`
+	// SeriesCompleted counts the workers' series found at their MaxRuns
+	// (SeriesMaxRuns each): the ended_early and double_counted checks
+	// have something to check only when some did.
+	SeriesCompleted int64 `json:"series_completed"`
+	SeriesMaxRuns   int   `json:"series_max_runs"`
 	// BudgetExhausted counts retries the budget refused.
 	BudgetExhausted int64    `json:"budget_exhausted"`
 	Interrupted     bool     `json:"interrupted,omitempty"`
@@ -189,7 +194,7 @@ func (h *harness) finish(ctx context.Context) (*RunReport, error) {
 			MaxDelay: durOr(cfg.Policy.MaxDelay, "5s"), CommandTimeout: cfg.Policy.CommandTimeout.String(),
 			Budget: !cfg.Policy.NoBudget, Rules: cfg.Policy.Rules, BlindReplay: cfg.Naive},
 		Operations: int(h.ops.Load()), Faults: map[string]int{}, Shapes: map[string]ShapeReport{},
-		Retries: st.Retries, BudgetExhausted: st.BudgetExhausted, Interrupted: ctx.Err() != nil,
+		Retries: st.Retries, SeriesCompleted: h.seriesDone.Load(), SeriesMaxRuns: seriesRuns, BudgetExhausted: st.BudgetExhausted, Interrupted: ctx.Err() != nil,
 		Problems: chk.Problems,
 	}
 	if r.Policy.MaxRetries == 0 {
@@ -332,8 +337,9 @@ func (r *RunReport) WriteText(w io.Writer) {
 		r.Engine, time.Duration(r.DurationMS)*time.Millisecond, r.Workers, r.Seed, r.FaultRate, r.Mode)
 	fmt.Fprintf(w, "policy: max retries %d, base delay %s, max delay %s, command timeout %s, budget %s\n",
 		r.Policy.MaxRetries, r.Policy.BaseDelay, r.Policy.MaxDelay, r.Policy.CommandTimeout, onOff(r.Policy.Budget))
-	fmt.Fprintf(w, "%d operations (%.0f/s), %d retries, %d refused by the budget; latency p50 %.1f ms, p99 %.1f ms\n\n",
+	fmt.Fprintf(w, "%d operations (%.0f/s), %d retries, %d refused by the budget; latency p50 %.1f ms, p99 %.1f ms\n",
 		r.Operations, r.OpsPerSec, r.Retries, r.BudgetExhausted, r.Latency.P50MS, r.Latency.P99MS)
+	fmt.Fprintf(w, "%d series reached their max of %d runs\n\n", r.SeriesCompleted, r.SeriesMaxRuns)
 
 	fmt.Fprintf(w, "faults injected:")
 	for _, k := range reportedKinds {

@@ -59,6 +59,7 @@ type harness struct {
 	stop   atomic.Bool
 
 	ops, okOps atomic.Int64
+	seriesDone atomic.Int64 // series a worker found at their MaxRuns
 	shapes     [numShapes]*shapeStats
 
 	mu      sync.Mutex

@@ -69,7 +69,10 @@ type worker struct {
 	ver    int64
 	manual *manualTask // the task this worker moves through SetStatus
 	n      int         // persists so far
-	key    string      // the last task key persisted
+	// nSeries counts the series the worker persisted; series is "" after
+	// one completed (or its successor's Persist failed).
+	nSeries int
+	key     string // the last task key persisted
 }
 
 // manualTask is a task moved by SetStatus alone: due far in the future, so
@@ -84,12 +87,22 @@ var farFuture = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func (h *harness) newWorker(ctx context.Context, i int) (*worker, error) {
 	w := &worker{h: h, id: i, rng: rand.New(rand.NewPCG(h.cfg.Seed, uint64(i)+1)), owner: fmt.Sprintf("worker-%d", i)}
-	t, err := h.setup.Persist(ctx, taskstore.Task{DueAt: farFuture, Payload: []byte("series of " + w.owner)})
+	t, err := h.setup.Persist(ctx, w.seriesTask())
 	if err != nil {
 		return nil, err
 	}
 	w.series = t.ID
 	return w, nil
+}
+
+// seriesRuns is the MaxRuns of the workers' series: small enough that a
+// run completes many series, so a run counted twice ends one early (the
+// ended_early invariant) and a worker then starts a new series.
+const seriesRuns = 4
+
+func (w *worker) seriesTask() taskstore.Task {
+	w.nSeries++
+	return taskstore.Task{DueAt: farFuture, MaxRuns: seriesRuns, Payload: []byte(fmt.Sprintf("series %d of %s", w.nSeries, w.owner))}
 }
 
 // loop runs operations until the harness stops it. An operation that
@@ -171,16 +184,37 @@ func (w *worker) setStatus(ctx context.Context) bool {
 	return false
 }
 
-// advance counts one run of the worker's series at the version it last saw.
+// advance counts one run of the worker's series at the version it last
+// saw; once the series has its MaxRuns, the worker persists a new one.
 func (w *worker) advance(ctx context.Context) bool {
+	if w.series == "" {
+		began := w.h.cfg.Now()
+		t, err := w.h.store.Persist(ctx, w.seriesTask())
+		w.h.done(shapePersist, began, err)
+		if err != nil {
+			return false
+		}
+		w.series, w.ver = t.ID, t.ScheduleVersion
+	}
 	began := w.h.cfg.Now()
 	a, err := w.h.store.AdvanceRun(ctx, w.series, w.ver)
 	w.h.done(shapeAdvance, began, err)
-	if err == nil {
+	switch {
+	case err == nil:
 		w.ver = a.Version
 		return true
+	case errors.Is(err, taskstore.ErrSeriesComplete):
+		w.series = ""
+		w.h.seriesDone.Add(1)
+		return true
 	}
-	w.resync(ctx, w.series, func(t taskstore.Task) { w.ver = t.ScheduleVersion }, func() {})
+	w.resync(ctx, w.series, func(t taskstore.Task) {
+		w.ver = t.ScheduleVersion
+		if t.MaxRuns > 0 && t.CurrentRunCount >= t.MaxRuns {
+			w.series = ""
+			w.h.seriesDone.Add(1)
+		}
+	}, func() {})
 	return false
 }
 
