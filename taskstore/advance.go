@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 
 	"github.com/sqlretry/sqlretry"
 )
@@ -91,7 +92,8 @@ func (s *Store) versionError(ctx context.Context, q querier, id string, expected
 
 // EnsureOccurrence inserts the occurrence of series parentID at t.ScheduledAt
 // unless it exists, and returns the occurrence as stored and whether this
-// call created it. t.ScheduledAt must not be zero. It is an idempotent write
+// call created it. t.ScheduledAt must not be zero, and the derived id
+// (parentID + "@" + the time, 23 bytes) must fit the 64-byte id column. It is an idempotent write
 // by construction, the contrast to Persist: its id is derived from the series
 // and the time, and the occurrence index turns a second insert into a no-op
 // (ON CONFLICT DO NOTHING; on MariaDB a duplicate key read back by
@@ -109,6 +111,10 @@ func (s *Store) EnsureOccurrence(ctx context.Context, parentID string, t Task) (
 	}
 	t.ParentID = parentID
 	t.ID = parentID + "@" + t.ScheduledAt.UTC().Format("20060102T150405.000000")
+	if len(t.ID) > maxIDLen {
+		// SQLite would store it; PostgreSQL and MariaDB would refuse it.
+		return t, false, fmt.Errorf("taskstore: EnsureOccurrence: parent id %q is too long: the occurrence id %q exceeds %d bytes", parentID, t.ID, maxIDLen)
+	}
 	t.Key = ""
 	t = s.prepare(t)
 	var created bool
@@ -143,6 +149,10 @@ func (s *Store) EnsureOccurrence(ctx context.Context, parentID string, t Task) (
 	}
 	return stored, created, nil
 }
+
+// maxIDLen is the tasks.id column's width in the PostgreSQL and MariaDB
+// migrations.
+const maxIDLen = 64
 
 // occurrence reads the task stored at t's place in its series.
 func (s *Store) occurrence(ctx context.Context, t Task) (Task, error) {

@@ -76,6 +76,11 @@ func TestEnsureOccurrenceIdempotent(t *testing.T) {
 			if got, err := s.Get(ctx, squatter.ID); err != nil || got.ParentID != "" || string(got.Payload) != "not an occurrence" {
 				t.Errorf("the task holding the id changed: %+v %v", got, err)
 			}
+			// A parent id too long for the derived id: refused on every engine.
+			long := "p1234567890123456789012345678901234567890123456789012345678"
+			if _, _, err := s.EnsureOccurrence(ctx, long, Task{ScheduledAt: at}); err == nil {
+				t.Errorf("parent id of %d bytes: got nil error, want the id refused", len(long))
+			}
 			if n := count(); n != 2 {
 				t.Errorf("occurrences stored: got %d, want 2", n)
 			}
