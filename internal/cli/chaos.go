@@ -217,11 +217,26 @@ func chaosMain(ctx context.Context, env Env, tty bool, args []string) int {
 		return badInput(env, "chaos: --plot %s: want a .png or .svg file name", plotFile)
 	}
 
+	// A plot file that cannot be written fails now, not after the run.
+	removePlot := func() {}
+	if plotFile != "" {
+		_, statErr := os.Stat(plotFile)
+		f, err := os.OpenFile(plotFile, os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			return badInput(env, "chaos: --plot %s: %v", plotFile, err)
+		}
+		_ = f.Close()
+		if errors.Is(statErr, os.ErrNotExist) {
+			removePlot = func() { _ = os.Remove(plotFile) }
+		}
+	}
+
 	prog := chaos.NewProgress(env.Stderr, tty)
 	cfg.Progress = prog.Update
 	ours, err := chaos.Run(ctx, cfg)
 	if err != nil {
 		prog.Finish()
+		removePlot()
 		return chaosError(env, red, err)
 	}
 	var naive *chaos.RunReport
@@ -230,13 +245,18 @@ func chaosMain(ctx context.Context, env Env, tty bool, args []string) int {
 		ncfg.Naive = true
 		if naive, err = chaos.Run(ctx, ncfg); err != nil {
 			prog.Finish()
+			removePlot()
 			return chaosError(env, red, err)
 		}
 	}
 	prog.Finish()
+	// A plot that fails to write after the run costs the plot, not the
+	// report: the error goes to stderr and the exit code stays the
+	// invariants'.
+	var plotErr error
 	if plotFile != "" {
-		if err := chaos.WritePlot(plotFile, ours, naive); err != nil {
-			return badInput(env, "chaos: --plot %s: %v", plotFile, err)
+		if plotErr = chaos.WritePlot(plotFile, ours, naive); plotErr != nil {
+			fmt.Fprintf(env.Stderr, "error: chaos: --plot %s: %s\n", plotFile, strings.ReplaceAll(plotErr.Error(), "\n", " "))
 		}
 	}
 	if asJSON {
@@ -254,7 +274,7 @@ func chaosMain(ctx context.Context, env Env, tty bool, args []string) int {
 			naive.WriteText(env.Stdout)
 			chaos.WriteComparison(env.Stdout, ours, naive)
 		}
-		if plotFile != "" {
+		if plotFile != "" && plotErr == nil {
 			fmt.Fprintf(env.Stdout, "\nplot written to %s\n", plotFile)
 		}
 	}

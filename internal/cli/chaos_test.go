@@ -236,6 +236,7 @@ func TestChaosBadInput(t *testing.T) {
 		{"workers", []string{"--workers", "0"}, "--workers"},
 		{"compare", []string{"--compare", "ef"}, "--compare"},
 		{"plot format", []string{"--plot", "x.gif"}, "--plot"},
+		{"plot directory missing", []string{"--duration", "1s", "--plot", filepath.Join(os.TempDir(), "sqlretry-no-such-dir", "x.png")}, "--plot"},
 		{"rules", []string{"--rules", "1205:x"}, "--rules"},
 		{"fault kind", []string{"--faults", "before_send,meteor"}, "--faults"},
 		{"unknown flag", []string{"--colour"}, "colour"},
@@ -297,5 +298,30 @@ func TestChaosServers(t *testing.T) {
 				t.Errorf("wire: got %+v, want connections through the proxy", d.Wire)
 			}
 		})
+	}
+}
+
+// TestChaosPlotWriteFailsAfterRun: a plot that cannot be written once the
+// run is over (here a file on a full device) still leaves the report on
+// stdout and the invariants' exit code, with the plot's error on stderr.
+func TestChaosPlotWriteFailsAfterRun(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full on this system")
+	}
+	plotFile := filepath.Join(t.TempDir(), "full.png")
+	if err := os.Symlink("/dev/full", plotFile); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runChaosCLI(t, "--duration", "1s", "--seed", "3", "--outage", "none", "--plot", plotFile, "--json")
+	if code != ExitOK {
+		t.Fatalf("exit: got %d, want %d (the invariants held)\nstdout: %s\nstderr: %s", code, ExitOK, out, errs)
+	}
+	d := decodeChaos(t, out)
+	if !d.OK || d.Operations == 0 {
+		t.Errorf("report: got ok %t with %d operations, want the run's report", d.OK, d.Operations)
+	}
+	if !strings.Contains(errs, "error: chaos: --plot "+plotFile) {
+		t.Errorf("stderr: got %q, want the plot's error", errs)
 	}
 }
