@@ -321,3 +321,35 @@ func TestNaiveSeriesDamage(t *testing.T) {
 		t.Errorf("naive: got ended_early %d, double_counted %d, want both > 0", naive.EndedEarly, naive.DoubleCounted)
 	}
 }
+
+// TestPolicyReport: the report states the policy the run applied, zeros
+// resolved as sqlretry.New resolves them, and the crl rules when set.
+func TestPolicyReport(t *testing.T) {
+	cases := []struct {
+		name     string
+		cfg      Config
+		want     PolicyReport
+		wantText string
+	}{
+		{"defaults", Config{Policy: PolicyConfig{CommandTimeout: time.Second}},
+			PolicyReport{MaxRetries: 3, BaseDelay: "100ms", MaxDelay: "5s", CommandTimeout: "1s", Budget: true},
+			"policy: max retries 3, base delay 100ms, max delay 5s, command timeout 1s, budget on\n"},
+		{"base delay above the default cap", Config{Policy: PolicyConfig{BaseDelay: 6 * time.Second, CommandTimeout: time.Second}},
+			PolicyReport{MaxRetries: 3, BaseDelay: "6s", MaxDelay: "6s", CommandTimeout: "1s", Budget: true}, "max delay 6s"},
+		{"no retries, no budget, naive", Config{Naive: true, Policy: PolicyConfig{MaxRetries: -1, BaseDelay: 5 * time.Millisecond, MaxDelay: 20 * time.Millisecond, NoBudget: true, CommandTimeout: 2 * time.Second}},
+			PolicyReport{MaxRetries: 0, BaseDelay: "5ms", MaxDelay: "20ms", CommandTimeout: "2s", BlindReplay: true}, "max retries 0, base delay 5ms, max delay 20ms, command timeout 2s, budget off"},
+		{"rules", Config{Policy: PolicyConfig{MaxRetries: 2, Rules: "5,6:4,10", CommandTimeout: time.Second}},
+			PolicyReport{MaxRetries: 2, BaseDelay: "100ms", MaxDelay: "5s", CommandTimeout: "1s", Budget: true, Rules: "5,6:4,10"}, "; rules: 5,6:4,10 "},
+	}
+	for _, c := range cases {
+		got := policyReport(c.cfg)
+		if got != c.want {
+			t.Errorf("%s: policyReport: got %+v, want %+v", c.name, got, c.want)
+		}
+		var buf bytes.Buffer
+		(&RunReport{Policy: got, OK: true}).WriteText(&buf)
+		if !strings.Contains(buf.String(), c.wantText) {
+			t.Errorf("%s: report: got\n%s\nwant it to contain %q", c.name, buf.String(), c.wantText)
+		}
+	}
+}

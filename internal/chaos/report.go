@@ -190,17 +190,10 @@ func (h *harness) finish(ctx context.Context) (*RunReport, error) {
 	r := &RunReport{
 		Engine: string(cfg.Engine), Mode: "sqlretry", Seed: cfg.Seed, DurationMS: cfg.Duration.Milliseconds(),
 		Workers: cfg.Workers, FaultRate: cfg.FaultRate,
-		Policy: PolicyReport{MaxRetries: cfg.Policy.MaxRetries, BaseDelay: durOr(cfg.Policy.BaseDelay, "100ms"),
-			MaxDelay: durOr(cfg.Policy.MaxDelay, "5s"), CommandTimeout: cfg.Policy.CommandTimeout.String(),
-			Budget: !cfg.Policy.NoBudget, Rules: cfg.Policy.Rules, BlindReplay: cfg.Naive},
+		Policy:     policyReport(cfg),
 		Operations: int(h.ops.Load()), Faults: map[string]int{}, Shapes: map[string]ShapeReport{},
 		Retries: st.Retries, SeriesCompleted: h.seriesDone.Load(), SeriesMaxRuns: seriesRuns, BudgetExhausted: st.BudgetExhausted, Interrupted: ctx.Err() != nil,
 		Problems: chk.Problems,
-	}
-	if r.Policy.MaxRetries == 0 {
-		r.Policy.MaxRetries = 3
-	} else if r.Policy.MaxRetries < 0 {
-		r.Policy.MaxRetries = 0
 	}
 	if cfg.Naive {
 		r.Mode = "naive"
@@ -286,11 +279,29 @@ func (h *harness) finish(ctx context.Context) (*RunReport, error) {
 	return r, nil
 }
 
-func durOr(d time.Duration, def string) string {
-	if d == 0 {
-		return def
+// policyReport is the policy c's run applies: its settings with zeros
+// resolved as sqlretry.New resolves them (sqlretry.Config's documented
+// defaults: 3 retries, 100 ms base delay, a 5 s cap or the base delay if
+// larger); crl rules, when set, override retries and waits per error code.
+func policyReport(c Config) PolicyReport {
+	p := c.Policy
+	r := PolicyReport{MaxRetries: p.MaxRetries, Budget: !p.NoBudget, Rules: p.Rules, BlindReplay: c.Naive,
+		CommandTimeout: p.CommandTimeout.String()}
+	switch {
+	case r.MaxRetries == 0:
+		r.MaxRetries = 3
+	case r.MaxRetries < 0:
+		r.MaxRetries = 0
 	}
-	return d.String()
+	base, maxD := p.BaseDelay, p.MaxDelay
+	if base == 0 {
+		base = 100 * time.Millisecond
+	}
+	if maxD == 0 {
+		maxD = max(5*time.Second, base)
+	}
+	r.BaseDelay, r.MaxDelay = base.String(), maxD.String()
+	return r
 }
 
 // lostClaims counts leases nobody holds that no unsettled claim explains:
@@ -335,8 +346,14 @@ func (h *harness) lostClaims(ctx context.Context) (int, error) {
 func (r *RunReport) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "sqlretry chaos: %s, %s, %d workers, seed %d, fault rate %g per call, mode %s\n",
 		r.Engine, time.Duration(r.DurationMS)*time.Millisecond, r.Workers, r.Seed, r.FaultRate, r.Mode)
-	fmt.Fprintf(w, "policy: max retries %d, base delay %s, max delay %s, command timeout %s, budget %s\n",
-		r.Policy.MaxRetries, r.Policy.BaseDelay, r.Policy.MaxDelay, r.Policy.CommandTimeout, onOff(r.Policy.Budget))
+	p := r.Policy
+	fmt.Fprintf(w, "policy: max retries %d, base delay %s, max delay %s, command timeout %s, budget %s",
+		p.MaxRetries, p.BaseDelay, p.MaxDelay, p.CommandTimeout, onOff(p.Budget))
+	if p.Rules != "" {
+		// crl rules override the retries and waits of the codes they name.
+		fmt.Fprintf(w, "; rules: %s (they decide retries and waits for the codes they name)", p.Rules)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%d operations (%.0f/s), %d retries, %d refused by the budget; latency p50 %.1f ms, p99 %.1f ms\n",
 		r.Operations, r.OpsPerSec, r.Retries, r.BudgetExhausted, r.Latency.P50MS, r.Latency.P99MS)
 	fmt.Fprintf(w, "%d series reached their max of %d runs\n\n", r.SeriesCompleted, r.SeriesMaxRuns)
