@@ -353,3 +353,36 @@ func TestPolicyReport(t *testing.T) {
 		}
 	}
 }
+
+// TestCountLostClaims: every lost claim comes with a problem line that
+// the VIOLATED report prints.
+func TestCountLostClaims(t *testing.T) {
+	claimed := map[string]string{"tok-a": "task-a", "tok-b": "task-b"}
+	cases := []struct {
+		name      string
+		leases    []lease
+		unsettled int
+		want      int
+		wantLine  string
+	}{
+		{"held by their claims", []lease{{"task-a", "tok-a"}, {"task-b", "tok-b"}}, 0, 0, ""},
+		{"replayed claim", []lease{{"task-c", "tok-a"}}, 0, 1, "task task-c is leased under claim token tok-a, whose caller was handed task task-a"},
+		{"orphans explained", []lease{{"task-x", "tok-x"}}, 1, 0, ""},
+		{"orphans beyond the unsettled", []lease{{"task-x", "tok-x"}, {"task-y", "tok-y"}, {"task-z", "tok-z"}}, 1, 2, "3 tasks are leased under tokens no claim was told (1 claims ended with an unknown outcome"},
+	}
+	for _, c := range cases {
+		got, problems := countLostClaims(c.leases, claimed, c.unsettled)
+		if got != c.want {
+			t.Errorf("%s: got %d lost claims, want %d", c.name, got, c.want)
+		}
+		if (len(problems) > 0) != (got > 0) {
+			t.Errorf("%s: got %d lost claims with problems %q, want a problem line exactly when some are lost", c.name, got, problems)
+		}
+		r := &RunReport{Mode: "naive", Invariants: Invariants{LostClaims: got}, Problems: problems, OK: got == 0}
+		var buf bytes.Buffer
+		r.writeInvariants(&buf)
+		if c.wantLine != "" && !strings.Contains(buf.String(), c.wantLine) {
+			t.Errorf("%s: report: got\n%s\nwant the reason %q", c.name, buf.String(), c.wantLine)
+		}
+	}
+}

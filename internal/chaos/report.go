@@ -178,7 +178,7 @@ func (h *harness) finish(ctx context.Context) (*RunReport, error) {
 	cfg := h.cfg
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
-	lostClaims, err := h.lostClaims(cctx)
+	lostClaims, claimProblems, err := h.lostClaims(cctx)
 	if err != nil {
 		return nil, fmt.Errorf("check leases: %w", err)
 	}
@@ -193,7 +193,7 @@ func (h *harness) finish(ctx context.Context) (*RunReport, error) {
 		Policy:     policyReport(cfg),
 		Operations: int(h.ops.Load()), Faults: map[string]int{}, Shapes: map[string]ShapeReport{},
 		Retries: st.Retries, SeriesCompleted: h.seriesDone.Load(), SeriesMaxRuns: seriesRuns, BudgetExhausted: st.BudgetExhausted, Interrupted: ctx.Err() != nil,
-		Problems: chk.Problems,
+		Problems: append(claimProblems, chk.Problems...),
 	}
 	if cfg.Naive {
 		r.Mode = "naive"
@@ -304,34 +304,26 @@ func policyReport(c Config) PolicyReport {
 	return r
 }
 
-// lostClaims counts leases nobody holds that no unsettled claim explains:
-// a task leased under a token whose caller was handed another task (a
-// blind replay of a claim whose COMMIT landed), and orphans beyond the
-// claims that reported an unknown outcome.
-func (h *harness) lostClaims(ctx context.Context) (int, error) {
+// lostClaims counts leases nobody holds that no unsettled claim explains,
+// with a problem line for each: a task leased under a token whose caller
+// was handed another task (a blind replay of a claim whose COMMIT landed),
+// and orphans beyond the claims that reported an unknown outcome.
+func (h *harness) lostClaims(ctx context.Context) (int, []string, error) {
 	rows, err := h.db.QueryContext(ctx, `SELECT id, lease_token FROM tasks WHERE status IN ('leased', 'running') AND lease_token IS NOT NULL`)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer rows.Close()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	lost, orphans := 0, 0
+	var leases []lease
 	for rows.Next() {
-		var id, token string
-		if err := rows.Scan(&id, &token); err != nil {
-			return 0, err
+		var l lease
+		if err := rows.Scan(&l.id, &l.token); err != nil {
+			return 0, nil, err
 		}
-		held, ok := h.claimed[token]
-		switch {
-		case !ok:
-			orphans++
-		case held != id:
-			lost++
-		}
+		leases = append(leases, l)
 	}
 	if err := rows.Err(); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	unsettled := 0
 	for _, e := range h.ledger.Entries() {
@@ -339,7 +331,36 @@ func (h *harness) lostClaims(ctx context.Context) (int, error) {
 			unsettled++
 		}
 	}
-	return lost + max(0, orphans-unsettled), nil
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n, problems := countLostClaims(leases, h.claimed, unsettled)
+	return n, problems, nil
+}
+
+// lease is a task left leased at the end of a run.
+type lease struct{ id, token string }
+
+// countLostClaims is the pure part of lostClaims: claimed maps the token of
+// every claim told OK to its task; unsettled counts claims whose outcome
+// the caller was not told.
+func countLostClaims(leases []lease, claimed map[string]string, unsettled int) (int, []string) {
+	var problems []string
+	lost, orphans := 0, 0
+	for _, l := range leases {
+		held, ok := claimed[l.token]
+		switch {
+		case !ok:
+			orphans++
+		case held != l.id:
+			lost++
+			problems = append(problems, fmt.Sprintf("task %s is leased under claim token %s, whose caller was handed task %s: a claim replayed after its COMMIT landed took a second task nobody works", l.id, l.token, held))
+		}
+	}
+	if extra := orphans - unsettled; extra > 0 {
+		problems = append(problems, fmt.Sprintf("%d tasks are leased under tokens no claim was told (%d claims ended with an unknown outcome, which may explain as many): %d leases lost", orphans, unsettled, extra))
+		lost += extra
+	}
+	return lost, problems
 }
 
 // WriteText writes r as the command's human report.
