@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"image/png"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -96,6 +97,8 @@ func TestConfigErrorsNameTheFlag(t *testing.T) {
 		{Config{Engine: "oracle"}, "--engine"},
 		{Config{Engine: Postgres}, "--dsn"},
 		{Config{Duration: -time.Second}, "--duration"},
+		{Config{Duration: math.MaxInt64/4 + 1}, "--duration"},
+		{Config{Duration: MaxDuration + 1}, "--duration"},
 		{Config{Workers: 1000}, "--workers"},
 		{Config{FaultRate: 2}, "--fault-rate"},
 		{Config{Duration: 2 * time.Second, Outages: []Outage{{Offset: time.Second, Length: 2 * time.Second}}}, "--outage"},

@@ -131,6 +131,10 @@ type PolicyConfig struct {
 	Rules          string        // retryExec rules (package crl), "" for none
 }
 
+// MaxDuration is the longest run: a run's leases last 4 × its duration,
+// which must fit a time.Duration.
+const MaxDuration = 10000 * time.Hour
+
 // DefaultCommandTimeout is the per-attempt timeout of a run whose
 // PolicyConfig leaves it 0: without one, a hung call would hang its worker.
 const DefaultCommandTimeout = time.Second
@@ -187,6 +191,9 @@ func (c Config) withDefaults() (Config, error) {
 		return c, inputErr("--duration", errors.New("must be > 0"))
 	case c.Duration == 0:
 		c.Duration = 20 * time.Second
+	case c.Duration > MaxDuration:
+		// Leases are sized from it (4 × Duration), which must not overflow.
+		return c, inputErr("--duration", fmt.Errorf("%s is above the maximum, %s", c.Duration, MaxDuration))
 	}
 	switch {
 	case c.Workers < 0 || c.Workers > 256:

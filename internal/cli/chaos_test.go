@@ -232,6 +232,7 @@ func TestChaosBadInput(t *testing.T) {
 		{"outage syntax", []string{"--outage", "3s"}, "DURATION@OFFSET"},
 		{"outage past the end", []string{"--duration", "2s", "--outage", "3s@1s"}, "--outage"},
 		{"duration", []string{"--duration", "-1s"}, "--duration"},
+		{"duration overflows", []string{"--duration", "2000000h"}, "--duration"},
 		{"fault rate", []string{"--fault-rate", "2"}, "--fault-rate"},
 		{"workers", []string{"--workers", "0"}, "--workers"},
 		{"compare", []string{"--compare", "ef"}, "--compare"},
