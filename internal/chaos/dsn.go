@@ -36,7 +36,8 @@ type Redactor struct{ secrets []string }
 // DSN's form: a URL (postgres://user:pw@host/db), key=value pairs
 // (password=pw, password = 'a b') or go-sql-driver's user:pw@tcp(host)/db.
 // The password is the one pgx and go-sql-driver/mysql parse from dsn; only
-// a DSN neither parses falls back to reading it by hand, generously.
+// a DSN neither parses a password from falls back to reading it by hand,
+// generously.
 func NewRedactor(dsn string) *Redactor {
 	if dsn == "" {
 		return &Redactor{}
@@ -56,7 +57,9 @@ func NewRedactor(dsn string) *Redactor {
 			found = append(found, pw)
 		}
 	}
-	if !parsed {
+	// A DSN no driver parses, or one parsed in a form it was not written
+	// in (no password found), falls back to reading the password by hand.
+	if !parsed || !slices.ContainsFunc(found, func(s string) bool { return s != "" }) {
 		found = append(found, guessPasswords(dsn)...)
 	}
 	r := &Redactor{}
