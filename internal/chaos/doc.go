@@ -32,6 +32,13 @@
 // a retry-everything policy does); the same seed gives the same fault plan,
 // so the naive run's damage can be set beside the safe run's zero.
 //
+// The workers' series have a small MaxRuns and are renewed as they
+// complete, so the ended_early and double_counted invariants are checked
+// (the report's series_completed says how often). Per outage window, the
+// report counts refusals between its edges and the operations begun inside
+// it that were told OK (ok_inside), which counts operations, not samples,
+// so it does not depend on how fast the machine runs.
+//
 // The report counts, per shape, operations, faults by kind, retries,
 // verifies, and ambiguous errors surfaced; the invariants ([Invariants]);
 // the outage's calls, attempts and amplification (attempts per call) and the

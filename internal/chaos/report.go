@@ -141,8 +141,10 @@ type OutageWindow struct {
 	RecoveryMS    float64 `json:"recovery_ms"`
 	Refused       int     `json:"refused"`
 	// OKInside counts operations begun while the outage was on and told OK
-	// before it ended; every call they made fell inside the outage, so it
-	// must be 0.
+	// before it ended. With the outage in the fault driver (SQLite, or
+	// --no-proxy) every call they made was refused, so it is 0; through the
+	// proxy, the outage starts at the first sample after its offset, so
+	// operations in that gap may count.
 	OKInside int64 `json:"ok_inside"`
 }
 
