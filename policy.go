@@ -290,28 +290,24 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 		case Stop:
 			retryable = false
 		}
+		ambiguous := class.Phase == Unknown && !op.idempotent && (op.consent == nil || !op.consent.ConsentsToReplay(op.Statement, class.Code))
 		if !retryable {
-			return p.permanent(op, attempts, class, err)
+			if decision != Stop || !class.Retryable {
+				return p.permanent(op, attempts, class, err)
+			}
+			// A rule stopped a transient failure: say why, and never leave a
+			// write whose outcome is unknown looking like a plain error.
+			if ambiguous {
+				if ret, settled := p.settle(ctx, op, attempts, class, err); settled {
+					return ret
+				}
+			}
+			return p.giveUp(op, attempts, class, err, ErrRetriesExhausted, false)
 		}
-		if class.Phase == Unknown && !op.idempotent && (op.consent == nil || !op.consent.ConsentsToReplay(op.Statement, class.Code)) {
-			if op.verify == nil {
-				return p.giveUp(op, attempts, class, err, ErrAmbiguous, true)
+		if ambiguous {
+			if ret, settled := p.settle(ctx, op, attempts, class, err); settled {
+				return ret
 			}
-			applied, verr := p.runVerify(ctx, op)
-			switch {
-			case verr != nil && ctx.Err() != nil:
-				return p.stopped(op, attempts, class, err, ctx.Err())
-			case verr != nil:
-				p.emit(Event{Kind: EventVerifyFailed, Op: op.Name, Attempt: attempts, Err: verr, Class: class})
-				return p.giveUp(op, attempts, class, err, &verifyErr{verr}, true)
-			case applied:
-				p.verifiedApplied.Add(1)
-				p.recovered.Add(1)
-				p.emit(Event{Kind: EventVerified, Op: op.Name, Attempt: attempts, Err: err, Class: class, Applied: true})
-				return nil
-			}
-			p.verifiedNotApplied.Add(1)
-			p.emit(Event{Kind: EventVerified, Op: op.Name, Attempt: attempts, Err: err, Class: class, Applied: false})
 			if needClock {
 				now = p.now() // the verify took time
 			}
@@ -370,6 +366,32 @@ func (p *Policy) probeAttempt(ctx context.Context, fn func(context.Context) erro
 		}()
 	}
 	return p.attempt(ctx, fn)
+}
+
+// settle decides a failure of unknown outcome for a write: without a verify
+// it ends the call with ErrAmbiguous; with one, applied ends it in success and
+// a failed verify in ErrAmbiguous. settled is false only when the verify found
+// the write not applied, so it may be retried.
+func (p *Policy) settle(ctx context.Context, op Op, attempts int, class Class, err error) (ret error, settled bool) {
+	if op.verify == nil {
+		return p.giveUp(op, attempts, class, err, ErrAmbiguous, true), true
+	}
+	applied, verr := p.runVerify(ctx, op)
+	switch {
+	case verr != nil && ctx.Err() != nil:
+		return p.stopped(op, attempts, class, err, ctx.Err()), true
+	case verr != nil:
+		p.emit(Event{Kind: EventVerifyFailed, Op: op.Name, Attempt: attempts, Err: verr, Class: class})
+		return p.giveUp(op, attempts, class, err, &verifyErr{verr}, true), true
+	case applied:
+		p.verifiedApplied.Add(1)
+		p.recovered.Add(1)
+		p.emit(Event{Kind: EventVerified, Op: op.Name, Attempt: attempts, Err: err, Class: class, Applied: true})
+		return nil, true
+	}
+	p.verifiedNotApplied.Add(1)
+	p.emit(Event{Kind: EventVerified, Op: op.Name, Attempt: attempts, Err: err, Class: class, Applied: false})
+	return nil, false
 }
 
 // attempt runs fn once, under CommandTimeout if set, and reports whether the

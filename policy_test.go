@@ -529,3 +529,29 @@ func TestZeroBudgetIsRejected(t *testing.T) {
 		t.Fatalf("New with &Budget{} = %v, want an error naming Config.Budget", err)
 	}
 }
+
+// A rule that stops a transient failure says so (ErrRetriesExhausted), and
+// never lets a write whose outcome is unknown pass for a plain error.
+func TestScheduleStopOfATransientFailure(t *testing.T) {
+	stop := ScheduleFunc(func(Failure) (Decision, time.Duration) { return Stop, 0 })
+	p, _ := newTestPolicy(t, Config{Schedule: stop})
+	dbErr := transient(NotApplied, "1205")
+	err := p.Do(context.Background(), Write("w", nil), func(context.Context) error { return dbErr })
+	if !errors.Is(err, ErrRetriesExhausted) || !errors.Is(err, dbErr) {
+		t.Errorf("not-applied: got %v, want ErrRetriesExhausted wrapping the error", err)
+	}
+	lost := transient(Unknown, "-2")
+	err = p.Do(context.Background(), Write("w", nil), func(context.Context) error { return lost })
+	if !errors.Is(err, ErrAmbiguous) {
+		t.Errorf("unknown, no verify: got %v, want ErrAmbiguous", err)
+	}
+	v, n := verifyReturning(true, nil)
+	if err := p.Do(context.Background(), Write("w", v), func(context.Context) error { return lost }); err != nil || *n != 1 {
+		t.Errorf("unknown, verified applied: got %v after %d verifies, want nil after 1", err, *n)
+	}
+	// A permanent error stays the operation's own.
+	perm := permanentErr("2627")
+	if err := p.Do(context.Background(), Write("w", nil), func(context.Context) error { return perm }); err != perm {
+		t.Errorf("permanent: got %v, want the error itself", err)
+	}
+}
