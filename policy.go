@@ -238,11 +238,11 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 		if sched != nil { // only a schedule reads Failure.Elapsed
 			start = p.now()
 		}
-		if ok, pr, t := p.allow(); !ok {
-			return p.circuitOpen(op, 0, Class{}, nil, t)
-		} else {
-			probe = pr
+		ok, pr, _ := p.allow()
+		if !ok {
+			return p.circuitOpen(op, 0, Class{}, nil)
 		}
+		probe = pr
 		if err, timedOut = p.probeAttempt(ctx, fn, probe); err == nil {
 			p.succeeded(probe)
 			return nil
@@ -336,9 +336,9 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 			return p.stopped(op, attempts, class, err, serr)
 		}
 		prevWait = wait
-		ok, pr, t := p.allow()
+		ok, pr, _ := p.allow()
 		if !ok {
-			return p.circuitOpen(op, attempts, class, err, t)
+			return p.circuitOpen(op, attempts, class, err)
 		}
 		probe = pr
 		attempts++
@@ -505,7 +505,7 @@ func (p *Policy) stopped(op Op, attempts int, class Class, err, cause error) err
 	return out
 }
 
-func (p *Policy) circuitOpen(op Op, attempts int, class Class, err error, t transition) error {
+func (p *Policy) circuitOpen(op Op, attempts int, class Class, err error) error {
 	p.circuitRejected.Add(1)
 	return p.giveUp(op, attempts, class, err, ErrCircuitOpen, false)
 }
