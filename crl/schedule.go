@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/internal/sqltext"
 )
 
 // ExecSchedule is an [Exec] as a [sqlretry.Schedule] for
@@ -65,7 +66,7 @@ func (s *ExecSchedule) decide(f sqlretry.Failure, why bool) (sqlretry.Decision, 
 	if len(e.Filter) > 0 && !matches(e.Filter, s.mode, f.Statement) {
 		tok := FirstToken(f.Statement)
 		if s.mode == FilterVerb {
-			tok = sqlretry.Verb(f.Statement)
+			tok = sqltext.Verb(f.Statement)
 		}
 		return sqlretry.Stop, 0, reason(why, "error %s: the statement's %s %q is not in the filter %v", e.Error, s.mode.word(), tok, e.Filter)
 	}
@@ -111,7 +112,7 @@ func Matches(filter []string, mode FilterMode, statement string) bool {
 func matches(filter []string, mode FilterMode, statement string) bool {
 	tok := FirstToken(statement)
 	if mode == FilterVerb {
-		tok = sqlretry.Verb(statement)
+		tok = sqltext.Verb(statement)
 	}
 	if tok == "" {
 		return false

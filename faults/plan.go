@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/internal/sqltext"
 )
 
 // Kind names one kind of injected fault. The values are the JSON names the
@@ -354,7 +355,7 @@ func (p *Plan) decide(c call) (Rule, bool) {
 		}
 		if r.Verb != "" {
 			if verb == "" {
-				verb = sqlretry.Verb(c.stmt)
+				verb = sqltext.Verb(c.stmt)
 			}
 			if c.stmt == "" || !strings.EqualFold(verb, r.Verb) {
 				continue

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"strings"
 
-	"github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/internal/sqltext"
 )
 
 // Protocol is the wire protocol a [Proxy] parses to recognise COMMIT.
@@ -295,7 +295,7 @@ func cstring(b []byte) string {
 // END.
 func isCommit(text string, pg bool) bool {
 	for _, s := range splitStatements(text, pg) {
-		switch sqlretry.Verb(s) {
+		switch sqltext.Verb(s) {
 		case "commit":
 			return true
 		case "end":

@@ -1,4 +1,4 @@
-package sqlretry
+package sqltext
 
 import "testing"
 
