@@ -1,0 +1,444 @@
+package sqltext
+
+// Session is what the SQL text a connection has run says about its
+// transaction state. The zero Session is a session known to be in
+// autocommit mode with no transaction open: the only state in which a
+// statement may be replayed on its own or on a new connection.
+//
+// It is tracked from the text alone, conservatively: whatever it cannot read
+// for sure (a prepared "SET autocommit = ?", a CALL whose procedure may leave
+// a transaction open, a multi-part text that failed half way, a nested
+// BEGIN) leaves the session Unsure, which pins it like an open transaction.
+// A new connection starts a new zero Session.
+type Session struct {
+	open      bool // a transaction opened in SQL text is open
+	savepoint bool // ... and SAVEPOINT opened it (SQLite: RELEASE of it commits)
+	manual    bool // autocommit is off (SET autocommit=0, SET IMPLICIT_TRANSACTIONS ON)
+	txUnsure  bool // a transaction may be open; cleared by a plain ROLLBACK
+	modeOff   bool // autocommit may be off; cleared by a definite SET autocommit=1
+}
+
+// Pinned reports whether a statement on the session must run as it is, on
+// this connection, with no retry and no reconnect: a transaction is or may
+// be open, or autocommit is or may be off. A statement replayed on its own
+// there would run outside the transaction its earlier statements belong to.
+func (s Session) Pinned() bool {
+	return s.open || s.manual || s.txUnsure || s.modeOff
+}
+
+// Unsure reports whether the state is not known for certain.
+func (s Session) Unsure() bool { return s.txUnsure || s.modeOff }
+
+// After returns the session's state after it ran text, which failed if
+// failed is set. A text with no [Info.TxControl] leaves the state as it is.
+func (s Session) After(text string, failed bool) Session {
+	parts := 0
+	tx := false
+	stray := forEachStatement(text, func(l *lexer, first token) {
+		parts++
+		var c bool
+		s, c = s.apply(l, first)
+		tx = tx || c
+	})
+	if stray {
+		// A word of transaction control inside a statement (a T-SQL batch
+		// with no ";", SQLite's INSERT OR ROLLBACK, ON COMMIT DROP): what it
+		// did to the session cannot be read from the text.
+		s.txUnsure, s.modeOff = true, true
+	}
+	if failed && tx && parts > 1 {
+		// Which parts ran is unknown: the state may be anything.
+		s.txUnsure, s.modeOff = true, true
+	}
+	return s
+}
+
+// apply returns the state after one statement whose first token is first,
+// and whether the statement is one of transaction control.
+func (s Session) apply(l *lexer, first token) (Session, bool) {
+	if first.kind != tokWord {
+		return s, false
+	}
+	switch {
+	case l.is(first, "begin"):
+		switch n := l.next(); {
+		case n.kind == tokEOF, n.kind == tokPunct && l.s[n.start] == ';',
+			n.kind == tokWord && (l.isAny(n, "transaction", "work", "tran", "deferred", "immediate", "exclusive",
+				"isolation", "read", "deferrable", "not", "distributed")):
+			return s.opens(false), true
+		}
+		// A T-SQL block (BEGIN … END, BEGIN TRY): it may open or end
+		// anything.
+		s.txUnsure = true
+		return s, true
+	case l.is(first, "start"):
+		if n := l.next(); n.kind == tokWord && l.is(n, "transaction") {
+			return s.opens(false), true
+		}
+		return s, false
+	case l.is(first, "savepoint"):
+		if !s.open {
+			return s.opens(true), true
+		}
+		return s, true
+	case l.is(first, "release"):
+		if s.savepoint {
+			// SQLite: releasing the savepoint that opened the
+			// transaction commits it; releasing an inner one does not.
+			s.txUnsure = true
+		}
+		return s, true
+	case l.is(first, "commit"), l.is(first, "end"):
+		if l.is(first, "commit") && l.peekWordIs("prepared") {
+			return s, true // PostgreSQL: commits a prepared transaction, not the session's
+		}
+		return s.ends(l, false), true
+	case l.is(first, "rollback"), l.is(first, "abort"):
+		if l.is(first, "rollback") && l.peekWordIs("prepared") {
+			return s, true
+		}
+		return s.ends(l, true), true
+	case l.is(first, "prepare"):
+		// PostgreSQL's PREPARE TRANSACTION 'id' ends the session's
+		// transaction; PREPARE name AS … prepares a statement.
+		if l.peekWordIs("transaction") {
+			s.open, s.savepoint = false, false
+			return s, true
+		}
+		return s, false
+	case l.is(first, "xa"):
+		switch n := l.next(); {
+		case n.kind != tokWord:
+			s.txUnsure = true
+		case l.is(n, "start"), l.is(n, "begin"):
+			return s.opens(false), true
+		case l.is(n, "commit"), l.is(n, "rollback"):
+			s.open, s.savepoint = false, false
+		}
+		return s, true
+	case l.is(first, "set"):
+		return s.set(l)
+	case l.is(first, "call"), l.is(first, "exec"), l.is(first, "execute"), l.is(first, "if"), l.is(first, "while"):
+		// A procedure (MySQL, SQL Server) or a T-SQL block may leave a
+		// transaction open: nothing in the text says.
+		s.txUnsure = true
+		return s, true
+	}
+	return s, false
+}
+
+func (s Session) opens(bySavepoint bool) Session {
+	if s.open || s.manual {
+		// A nested BEGIN: SQL Server counts it, MySQL commits the open
+		// transaction and starts another, PostgreSQL warns and ignores it.
+		s.txUnsure = true
+		return s
+	}
+	s.open, s.savepoint = true, bySavepoint
+	return s
+}
+
+// ends reads the rest of COMMIT/END or ROLLBACK/ABORT.
+func (s Session) ends(l *lexer, rollback bool) Session {
+	chain, to, named := false, false, false
+	for n := l.next(); n.kind == tokWord || n.kind == tokQuoted; n = l.next() {
+		switch {
+		case l.isAny(n, "work", "transaction", "tran"):
+		case l.is(n, "and"):
+			if m := l.next(); m.kind == tokWord && l.is(m, "no") {
+				l.next() // CHAIN
+			} else {
+				chain = true
+			}
+		case l.is(n, "to"):
+			to = true
+		case l.isAny(n, "release", "no"):
+			// MySQL: COMMIT RELEASE / NO RELEASE (the session ends after
+			// a RELEASE; a new one starts clean).
+		default:
+			named = true // SQL Server: ROLLBACK TRAN name, which may be a savepoint
+		}
+		if to || named {
+			break
+		}
+	}
+	switch {
+	case to:
+		return s // ROLLBACK TO SAVEPOINT: the transaction goes on
+	case chain:
+		s.open, s.savepoint = true, false // AND CHAIN: a new transaction begins at once
+		return s
+	case named && rollback:
+		s.txUnsure = true
+		return s
+	}
+	s.open, s.savepoint = false, false
+	if rollback && !named {
+		s.txUnsure = false // a plain ROLLBACK leaves no transaction open on any engine
+	}
+	return s
+}
+
+// set reads a SET statement's assignments for autocommit (MySQL, MariaDB),
+// IMPLICIT_TRANSACTIONS and ANSI_DEFAULTS (SQL Server).
+func (s Session) set(l *lexer) (Session, bool) {
+	tx := false
+	for {
+		// One assignment: [scope] name [=|:=|TO] value, up to a top-level
+		// comma or the end of the statement.
+		var name token
+		global := false
+		depth := 0
+		value := []token(nil)
+		inValue := false
+		n := l.next()
+		for ; n.kind != tokEOF && n.kind != tokInvalid; n = l.next() {
+			if n.kind == tokPunct {
+				c := l.s[n.start]
+				if c == ';' && depth == 0 {
+					break
+				}
+				if c == ',' && depth == 0 {
+					break
+				}
+				switch c {
+				case '(':
+					depth++
+				case ')':
+					depth--
+				}
+				if !inValue && (c == '=' || c == ':') {
+					if c == '=' {
+						inValue = true
+					}
+					continue
+				}
+			}
+			if inValue {
+				if len(value) < 2 {
+					value = append(value, n)
+				} else {
+					value = value[:2]
+				}
+				continue
+			}
+			switch {
+			case n.kind == tokWord && l.isAny(n, "global", "persist", "persist_only"):
+				global = true
+			case n.kind == tokWord && l.is(n, "to"):
+				inValue = true
+			case n.kind == tokWord && !inValue && (name.kind == tokWord || name.kind == tokQuoted) &&
+				(l.isAny(name, "implicit_transactions", "ansi_defaults")):
+				// SQL Server: SET IMPLICIT_TRANSACTIONS ON (no "=").
+				inValue = true
+				value = append(value, n)
+			case n.kind == tokWord || n.kind == tokQuoted:
+				if l.is(n, "global") {
+					global = true
+				}
+				name = n
+			}
+		}
+		if name.kind != tokEOF && l.isNameAny(name, "autocommit", "implicit_transactions", "ansi_defaults") {
+			tx = true
+			on, known := l.switchValue(value)
+			autocommit := l.isNameAny(name, "autocommit")
+			switch {
+			case global || !known:
+				// SET GLOBAL autocommit=0 reaches the sessions opened
+				// later, ours included; a value not written out may be
+				// anything.
+				s.modeOff = true
+			case autocommit == on:
+				// Autocommit on: MySQL commits an open transaction.
+				s.manual, s.modeOff, s.open, s.savepoint = false, false, false, false
+			default:
+				s.manual = true
+			}
+		}
+		if n.kind == tokPunct && l.s[n.start] == ',' {
+			continue
+		}
+		return s, tx
+	}
+}
+
+// switchValue reads a value of 0/1, ON/OFF, TRUE/FALSE, DEFAULT (autocommit's
+// default is on) or one of those quoted.
+func (l *lexer) switchValue(v []token) (on, known bool) {
+	if len(v) != 1 {
+		return false, false
+	}
+	t := v[0]
+	w := l.s[t.start:t.end]
+	if t.kind == tokString && len(w) >= 2 {
+		w = w[1 : len(w)-1]
+	}
+	switch {
+	case w == "1", eqFold(w, "on"), eqFold(w, "true"), eqFold(w, "default"):
+		return true, true
+	case w == "0", eqFold(w, "off"), eqFold(w, "false"):
+		return false, true
+	}
+	return false, false
+}
+
+// isNameAny is isAny for a word or a quoted identifier.
+func (l *lexer) isNameAny(t token, kws ...string) bool {
+	if t.kind == tokQuoted && t.end-t.start >= 2 {
+		w := l.s[t.start+1 : t.end-1]
+		for _, kw := range kws {
+			if eqFold(w, kw) {
+				return true
+			}
+		}
+		return false
+	}
+	return t.kind == tokWord && l.isAny(t, kws...)
+}
+
+func (l *lexer) isAny(t token, kws ...string) bool {
+	for _, kw := range kws {
+		if l.is(t, kw) {
+			return true
+		}
+	}
+	return false
+}
+
+// peekWordIs reports whether the next token is the word kw.
+func (l *lexer) peekWordIs(kw string) bool {
+	n := l.peek()
+	return n.kind == tokWord && l.is(n, kw)
+}
+
+func eqFold(w, kw string) bool {
+	if len(w) != len(kw) {
+		return false
+	}
+	for i := 0; i < len(w); i++ {
+		c := w[i]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != kw[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// forEachStatement calls fn with a lexer positioned just past the first
+// token of each statement of text (statements split at ";" outside
+// parentheses, strings, quoted identifiers and comments), and that token.
+// fn may read on; the next statement starts after the next top-level ";"
+// past wherever fn stopped. It reports whether a word of [txWords] stood in
+// the part of a statement fn did not read.
+func forEachStatement(text string, fn func(l *lexer, first token)) (stray bool) {
+	l := &lexer{s: text}
+	for {
+		t := l.next()
+		for t.kind == tokPunct && (l.s[t.start] == ';' || l.s[t.start] == '(') {
+			t = l.next()
+		}
+		if t.kind == tokEOF || t.kind == tokInvalid {
+			return stray
+		}
+		start := l.i
+		fn(l, t)
+		if l.i < start {
+			l.i = start
+		}
+		// Skip to the end of this statement, unless fn stopped on its ";".
+		if l.i > 0 && l.i <= len(l.s) && l.s[l.i-1] == ';' {
+			continue
+		}
+		depth := 0
+		for {
+			n := l.next()
+			if n.kind == tokEOF || n.kind == tokInvalid {
+				return stray
+			}
+			if n.kind == tokWord && l.isAny(n, txWords[:txStray]...) {
+				stray = true
+			}
+			if n.kind != tokPunct {
+				continue
+			}
+			switch l.s[n.start] {
+			case '(':
+				depth++
+			case ')':
+				depth--
+			case ';':
+				if depth <= 0 {
+					goto next
+				}
+			}
+		}
+	next:
+	}
+}
+
+// txWords are the words that make a text transaction control wherever they
+// stand, since a T-SQL batch needs no ";" between statements; txStarts only
+// at the start of a statement.
+var txWords = [...]string{"begin", "commit", "rollback", "exec", "execute",
+	"implicit_transactions", "ansi_defaults", "savepoint", "autocommit"}
+
+// txStray is how many of txWords count inside a statement: SAVEPOINT stands
+// inside ROLLBACK TO SAVEPOINT and RELEASE SAVEPOINT, autocommit inside
+// SELECT @@autocommit, and a T-SQL batch can set neither.
+const txStray = 7
+
+var txStarts = [...]string{"start", "end", "abort", "release", "xa", "call", "if", "while", "prepare", "set"}
+
+// opaqueStarts begin statements whose body the text does not show.
+var opaqueStarts = [...]string{"call", "do", "exec", "execute", "if", "while", "declare"}
+
+// shape reads the text's statements: more than one, opaque code, and any
+// word of transaction control.
+func shape(text string) (multi, opaque, txControl bool) {
+	parts := 0
+	forEachStatement(text, func(l *lexer, first token) {
+		parts++
+		if first.kind != tokWord {
+			return
+		}
+		for _, w := range opaqueStarts {
+			if l.is(first, w) {
+				opaque = true
+			}
+		}
+		if l.is(first, "begin") {
+			if n := l.peek(); !(n.kind == tokEOF || n.kind == tokPunct && l.s[n.start] == ';' ||
+				n.kind == tokWord && l.isAny(n, "transaction", "work", "tran", "deferred", "immediate", "exclusive",
+					"isolation", "read", "deferrable", "not", "distributed")) {
+				opaque = true // a T-SQL block
+			}
+		}
+		for _, w := range txStarts {
+			if l.is(first, w) {
+				txControl = true
+			}
+		}
+	})
+	multi = parts > 1
+	// Anywhere in the text: transaction words, and a second statement
+	// verb that a T-SQL batch may hold without a ";".
+	l := lexer{s: text}
+	for t := l.next(); t.kind != tokEOF && t.kind != tokInvalid; t = l.next() {
+		if t.kind != tokWord {
+			continue
+		}
+		for _, w := range txWords {
+			if l.is(t, w) {
+				txControl = true
+				if w == "exec" || w == "execute" {
+					opaque = true
+				}
+			}
+		}
+	}
+	return multi, opaque, txControl
+}

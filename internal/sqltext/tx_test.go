@@ -1,0 +1,143 @@
+package sqltext
+
+import "testing"
+
+// state names a Session for the table below.
+func state(s Session) string {
+	switch {
+	case s.Unsure():
+		return "unsure"
+	case s.open && s.manual:
+		return "open+manual"
+	case s.open:
+		return "open"
+	case s.manual:
+		return "manual"
+	}
+	return "idle"
+}
+
+func TestSessionAfter(t *testing.T) {
+	open := Session{open: true}
+	manual := Session{manual: true}
+	sp := Session{open: true, savepoint: true}
+	tests := []struct {
+		before Session
+		text   string
+		failed bool
+		want   string
+	}{
+		{Session{}, "SELECT 1", false, "idle"},
+		{Session{}, "INSERT INTO t VALUES (1)", true, "idle"},
+		{Session{}, "BEGIN", false, "open"},
+		{Session{}, "begin transaction isolation level serializable", false, "open"},
+		{Session{}, "BEGIN IMMEDIATE", false, "open"},
+		{Session{}, "START TRANSACTION READ ONLY", false, "open"},
+		{Session{}, "/* c */ START TRANSACTION", false, "open"},
+		{Session{}, "SAVEPOINT a", false, "open"},
+		{Session{}, "XA START 'x'", false, "open"},
+		{open, "XA END 'x'", false, "open"},
+		{open, "XA COMMIT 'x'", false, "idle"},
+		{open, "COMMIT", false, "idle"},
+		{open, "COMMIT", true, "idle"}, // a failed COMMIT ends the transaction too
+		{open, "END", false, "idle"},
+		{open, "commit work", false, "idle"},
+		{open, "COMMIT AND CHAIN", false, "open"},
+		{open, "COMMIT AND NO CHAIN", false, "idle"},
+		{Session{}, "COMMIT AND CHAIN", false, "open"},
+		{open, "ROLLBACK AND CHAIN", false, "open"},
+		{open, "ROLLBACK TO SAVEPOINT a", false, "open"},
+		{open, "ROLLBACK TO a", false, "open"},
+		{open, "ROLLBACK WORK TO SAVEPOINT a", false, "open"},
+		{open, "ROLLBACK", false, "idle"},
+		{open, "ABORT", false, "idle"},
+		{open, "ROLLBACK TRAN sp1", false, "unsure"},
+		{open, "RELEASE SAVEPOINT a", false, "open"},
+		{sp, "RELEASE SAVEPOINT a", false, "unsure"},
+		{open, "PREPARE TRANSACTION 'x'", false, "idle"},
+		{open, "COMMIT PREPARED 'x'", false, "open"},
+		{open, "BEGIN", false, "unsure"},
+		{Session{}, "SET autocommit = 0", false, "manual"},
+		{Session{}, "SET autocommit := 0", false, "manual"},
+		{Session{}, "set autocommit=off", false, "manual"},
+		{Session{}, "SET sql_mode='', autocommit=0", false, "manual"},
+		{Session{}, "SET @@local.autocommit=0", false, "manual"},
+		{Session{}, "SET @@session.autocommit = 0", false, "manual"},
+		{Session{}, "SET SESSION autocommit = 0", false, "manual"},
+		{Session{}, "SET autocommit = ?", false, "unsure"},
+		{Session{}, "SET autocommit = @x", false, "unsure"},
+		{Session{}, "SET GLOBAL autocommit = 0", false, "unsure"},
+		{Session{}, "SET @@global.autocommit = 1", false, "unsure"},
+		{Session{}, "SET IMPLICIT_TRANSACTIONS ON", false, "manual"},
+		{Session{}, "SET ANSI_DEFAULTS ON", false, "manual"},
+		{manual, "SET IMPLICIT_TRANSACTIONS OFF", false, "idle"},
+		{manual, "SET autocommit = 1", false, "idle"},
+		{manual, "COMMIT", false, "manual"},
+		{Session{open: true, manual: true}, "SET autocommit=1", false, "idle"},
+		{Session{}, "SET search_path = a, b", false, "idle"},
+		{Session{}, "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE", false, "idle"},
+		{Session{}, "BEGIN; INSERT INTO t VALUES (1); COMMIT", false, "idle"},
+		{Session{}, "BEGIN; INSERT INTO t VALUES (1); COMMIT", true, "unsure"},
+		{Session{}, "INSERT INTO t VALUES (1); BEGIN", false, "open"},
+		{Session{}, "INSERT INTO t VALUES (1) BEGIN TRAN", false, "unsure"},
+		{Session{}, "SELECT 1 EXEC p", false, "unsure"},
+		{Session{}, "CALL p()", false, "unsure"},
+		{Session{}, "EXEC p", false, "unsure"},
+		{Session{}, "BEGIN TRY INSERT INTO t VALUES (1) END TRY BEGIN CATCH END CATCH", false, "unsure"},
+		{Session{}, "IF 1=1 BEGIN TRAN", false, "unsure"},
+		{Session{}, "INSERT OR ROLLBACK INTO t VALUES (1)", false, "unsure"},
+		{Session{}, "SELECT 'BEGIN' AS x, \"commit\" FROM t -- rollback", false, "idle"},
+		{Session{}, "SELECT @@autocommit", false, "idle"},
+		{Session{txUnsure: true}, "ROLLBACK", false, "idle"},
+		{Session{txUnsure: true}, "COMMIT", false, "unsure"},
+		{Session{modeOff: true}, "SET autocommit = 1", false, "idle"},
+	}
+	for _, tt := range tests {
+		if got := state(tt.before.After(tt.text, tt.failed)); got != tt.want {
+			t.Errorf("%s.After(%q, failed=%v) = %s, want %s", state(tt.before), tt.text, tt.failed, got, tt.want)
+		}
+	}
+}
+
+func TestAnalyzeShape(t *testing.T) {
+	tests := []struct {
+		text                   string
+		multi, opaque, control bool
+	}{
+		{"SELECT 1", false, false, false},
+		{"SELECT 1;", false, false, false},
+		{"SELECT 1; ", false, false, false},
+		{"INSERT INTO t VALUES (1); UPDATE t SET x = 1", true, false, false},
+		{"INSERT INTO t VALUES (';')", false, false, false},
+		{"CALL p()", false, true, true},
+		{"DO $$BEGIN COMMIT; END$$", false, true, false},
+		{"EXEC sp_x", false, true, true},
+		{"BEGIN", false, false, true},
+		{"BEGIN TRY SELECT 1 END TRY BEGIN CATCH END CATCH", false, true, true},
+		{"SET autocommit=0", false, false, true},
+		{"SELECT @@autocommit", false, false, true},
+	}
+	for _, tt := range tests {
+		in := Analyze(tt.text)
+		if in.Multi != tt.multi || in.Opaque != tt.opaque || in.TxControl != tt.control {
+			t.Errorf("Analyze(%q) = multi %v opaque %v txControl %v, want %v %v %v", tt.text, in.Multi, in.Opaque, in.TxControl, tt.multi, tt.opaque, tt.control)
+		}
+	}
+}
+
+// Every text whose After can differ from its start state must be TxControl,
+// or the database/sql layer would skip After for it.
+func FuzzSessionAfter(f *testing.F) {
+	for _, s := range []string{"BEGIN", "SET autocommit=0", "COMMIT AND CHAIN", "SELECT 1 BEGIN TRAN", "CALL p()"} {
+		f.Add(s, false)
+	}
+	f.Fuzz(func(t *testing.T, s string, failed bool) {
+		in := Analyze(s)
+		for _, before := range []Session{{}, {open: true}, {manual: true}, {open: true, savepoint: true}} {
+			after := before.After(s, failed)
+			if after != before && !in.TxControl {
+				t.Fatalf("After(%q) changed %s to %s but Analyze says no transaction control", s, state(before), state(after))
+			}
+		}
+	})
+}
