@@ -14,6 +14,9 @@ const (
 	srcReadOnly       = "go-sql-driver/mysql v1.10.1 packets.go rejectReadOnly and README (sql-errors.md §4.2)"
 	srcTimeouts       = "sql-errors.md §4.3: 1317, 3024, 1969 are not transient by default"
 	srcPermanent      = "sql-errors.md §7.3 (MySqlConnector MySqlErrorCode.g.cs; EntityFramework.Exceptions)"
+	srcIdleTimeout    = "MySQL 8.0.24+ ER_CLIENT_INTERACTION_TIMEOUT: sql-common/net_serv.cc sets it when the wait for a command's first packet times out, and the server sends it in place of a reply and closes (mysql/mysql-server); classification-vs-peers.md §5.3"
+	srcMariaDB4031    = "MariaDB 10.2+ sql/share/errmsg-utf8.txt ER_REFERENCED_TRG_DOES_NOT_EXIST = 4031, raised by sql_trigger.cc for CREATE TRIGGER ... FOLLOWS/PRECEDES a missing trigger (MariaDB/server; mysql-test lib/My constants \"end of 10.2 errors\")"
+	srcInitConnect    = "MariaDB and MySQL sql/sql_connect.cc prepare_new_connection_state: when init_connect fails the server reads the client's first command, does not run it, answers ER_NEW_ABORTING_CONNECTION (\"init_connect command failed\") and ends the session"
 )
 
 // entries is the MySQL/MariaDB table, by error number.
@@ -39,13 +42,19 @@ var entries = []Entry{
 	row(1077, true, sr.Unknown, srcConnLoss, "ER_NORMAL_SHUTDOWN: the server shut down; in-flight work may have been applied"),
 	row(1079, true, sr.Unknown, srcConnLoss, "ER_SHUTDOWN_COMPLETE: the server shut down; in-flight work may have been applied"),
 	row(1152, true, sr.Unknown, srcConnLoss, "ER_ABORTING_CONNECTION: the connection was aborted; the command may have run"),
-	row(1184, true, sr.Unknown, srcConnLoss, "ER_NEW_ABORTING_CONNECTION: the connection was aborted; the command may have run"),
+	// The server sends 1184 to a client only when init_connect failed, in
+	// place of running the session's first command.
+	row(1184, true, sr.NotSent, srcConnLoss+"; "+srcInitConnect, "ER_NEW_ABORTING_CONNECTION: init_connect failed when the session started; the server read the first command without running it and closed the session"),
 	row(1158, true, sr.Unknown, srcConnLoss, "ER_NET_READ_ERROR: network read error; the command may have run"),
 	row(1159, true, sr.Unknown, srcConnLoss, "ER_NET_READ_INTERRUPTED: network read timed out; the command may have run"),
 	row(1160, true, sr.Unknown, srcConnLoss, "ER_NET_ERROR_ON_WRITE: network write error; the command may have run"),
 	row(1161, true, sr.Unknown, srcConnLoss, "ER_NET_WRITE_INTERRUPTED: network write timed out; the command may have run"),
 	row(1927, true, sr.Unknown, srcConnLoss, "ER_CONNECTION_KILLED (MariaDB): the connection was killed; the command may have run"),
-	row(4031, true, sr.Unknown, srcConnLoss, "ER_CLIENT_INTERACTION_TIMEOUT: the server closed the idle connection; the command may have run"),
+	// MySQL's 4031 is queued when an idle session times out (wait_timeout)
+	// and read by the client's next command, which the server never ran.
+	// MariaDB uses 4031 for a permanent DDL error: Classify tells the two
+	// apart by the message (see mariaDB4031).
+	row(4031, true, sr.NotSent, srcIdleTimeout+"; "+srcMariaDB4031, "ER_CLIENT_INTERACTION_TIMEOUT (MySQL 8.0.24+): the server had closed the idle session before the command arrived, so it never ran (MariaDB's 4031, ER_REFERENCED_TRG_DOES_NOT_EXIST, is permanent)"),
 
 	// Not retried: a deliberate interruption or limit.
 	row(1317, false, sr.NotApplied, srcTimeouts, "ER_QUERY_INTERRUPTED: KILL QUERY or a cancel interrupted the statement"),

@@ -18,9 +18,16 @@
 //     inside a transaction is still never replayed on its own: RunTx re-runs
 //     the transaction whole.
 //   - 1040, 1203, 1042: refused at connect, retryable, not sent.
+//   - 4031 from MySQL 8.0.24+ (ER_CLIENT_INTERACTION_TIMEOUT: the server
+//     closed the idle session and answers the next command with this error
+//     instead of running it) and 1184 (init_connect failed: the server reads
+//     the session's first command without running it): retryable, not sent.
+//     MariaDB's 4031 is another error, ER_REFERENCED_TRG_DOES_NOT_EXIST, a
+//     refused CREATE TRIGGER: a 4031 without MySQL's "disconnected by the
+//     server because of inactivity" text is not retried.
 //   - mysql.ErrInvalidConn: a read failed after the command was sent:
 //     retryable, unknown. The connection-loss numbers (2006, 2013, 1053,
-//     1077, 1079, 1152, 1184, 1158-1161, 1927, 4031) are unknown too.
+//     1077, 1079, 1152, 1158-1161, 1927) are unknown too.
 //   - driver.ErrBadConn: go-sql-driver returns it only when not one byte was
 //     written (go-sql-driver/mysql#302), so it is not sent.
 //   - Permanent: 1064, 1054, 1146, 1044, 1045, 1142, 1062, 1451, 1452, 1048,

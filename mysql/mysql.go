@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 
 	gomysql "github.com/go-sql-driver/mysql"
 
@@ -66,6 +67,9 @@ func Classify(err error) (c sr.Class) {
 		}
 	}()
 	if me, ok := errors.AsType[*gomysql.MySQLError](err); ok && me != nil {
+		if me.Number == 4031 && !strings.Contains(me.Message, interactionTimeoutText) {
+			return mariaDB4031
+		}
 		if c, ok := byNumber[me.Number]; ok {
 			return c
 		}
@@ -76,6 +80,20 @@ func Classify(err error) (c sr.Class) {
 	}
 	return sr.ClassifyNeutral(err)
 }
+
+// interactionTimeoutText is in MySQL's message for 4031,
+// ER_CLIENT_INTERACTION_TIMEOUT: "The client was disconnected by the server
+// because of inactivity. See wait_timeout and interactive_timeout for
+// configuring this behavior."
+const interactionTimeoutText = "disconnected by the server because of inactivity"
+
+// mariaDB4031 is the verdict on a 4031 without MySQL's idle-timeout text:
+// MariaDB's ER_REFERENCED_TRG_DOES_NOT_EXIST ("Referenced trigger '%s' for
+// the given action time and event type does not exist"), a CREATE TRIGGER
+// the server refused. Either reading is not applied; only MySQL's is worth a
+// retry, and a MySQL message in another language lands here, where it is
+// merely not retried.
+var mariaDB4031 = sr.Class{Phase: sr.NotApplied, Code: "4031", Reason: "ER_REFERENCED_TRG_DOES_NOT_EXIST (MariaDB): CREATE TRIGGER ... FOLLOWS/PRECEDES names a trigger that does not exist: not retried"}
 
 func unlisted(n uint16) sr.Class {
 	return sr.Class{Phase: sr.NotApplied, Code: itoa(n), Reason: "error number not listed as transient: not retried"}

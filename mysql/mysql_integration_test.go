@@ -486,3 +486,49 @@ func loadThroughRestart(t *testing.T, srv *dbtest.Server, dsn string, down func(
 		}
 	}
 }
+
+// TestIntegrationTrigger4031: MariaDB's 4031 is ER_REFERENCED_TRG_DOES_NOT_EXIST,
+// a CREATE TRIGGER the server refused: permanent, not MySQL's idle
+// disconnect of the same number.
+func TestIntegrationTrigger4031(t *testing.T) {
+	s := connect(t, fresh(t))
+	err := s.exec(ctxT(t), "CREATE TRIGGER t_bi BEFORE INSERT ON t FOR EACH ROW FOLLOWS no_such_trigger SET NEW.v = NEW.v")
+	checkClass(t, "CREATE TRIGGER ... FOLLOWS a missing trigger", err, want{false, sr.NotApplied, "4031"})
+}
+
+// TestIntegrationInitConnectFailed: when init_connect fails, MariaDB reads
+// the session's first command, does not run it, answers 1184 and closes the
+// session. The command was never run: retryable, not sent.
+func TestIntegrationInitConnectFailed(t *testing.T) {
+	srv := dbtest.StartMariaDB(t)
+	root := connect(t, srv.DSN())
+	user := "sqlretry_ic_" + randHex(t)
+	mustExec(t, root,
+		"CREATE TABLE test.ic (n int)",
+		"CREATE USER '"+user+"'@'%' IDENTIFIED BY 'pw'",
+		"GRANT INSERT, SELECT ON test.* TO '"+user+"'@'%'",
+		// init_connect does not run for root (SUPER): only the user's
+		// sessions meet the failing one.
+		"SET GLOBAL init_connect = 'INSERT INTO test.no_such_table VALUES (1)'",
+	)
+	cfg, err := gomysql.ParseDSN(srv.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.User, cfg.Passwd, cfg.DBName = user, "pw", "test"
+	db := openDB(t, cfg.FormatDSN())
+	conn, err := db.Conn(ctxT(t))
+	if err != nil {
+		t.Fatalf("connect as %s: %v", user, err)
+	}
+	defer conn.Close()
+	_, err = conn.ExecContext(ctxT(t), "INSERT INTO test.ic VALUES (1)")
+	checkClass(t, "first command of a session whose init_connect failed", err, want{true, sr.NotSent, "1184"})
+	var n int
+	if err := root.conn.QueryRowContext(ctxT(t), "SELECT count(*) FROM test.ic").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("the command answered with 1184 ran: %d rows, want 0", n)
+	}
+}

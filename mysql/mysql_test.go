@@ -25,7 +25,11 @@ func TestClassifyEveryEntry(t *testing.T) {
 		if e.Source == "" || e.Class.Reason == "" || e.Class.Code != e.Code {
 			t.Errorf("%s: row has no source or reason, or Class.Code %q", e.Code, e.Class.Code)
 		}
-		myErr := &gomysql.MySQLError{Number: e.Number, SQLState: [5]byte{'H', 'Y', '0', '0', '0'}, Message: "m"}
+		msg := "m"
+		if e.Number == 4031 { // the row is MySQL's 4031, told apart by its text
+			msg = mysqlIdleTimeout
+		}
+		myErr := &gomysql.MySQLError{Number: e.Number, SQLState: [5]byte{'H', 'Y', '0', '0', '0'}, Message: msg}
 		errs := map[string]error{
 			"bare":    myErr,
 			"wrapped": fmt.Errorf("exec: %w", myErr),
@@ -35,6 +39,32 @@ func TestClassifyEveryEntry(t *testing.T) {
 			if got := Classify(err); got != e.Class {
 				t.Errorf("%s %s: got %+v, want %+v", e.Code, kind, got, e.Class)
 			}
+		}
+	}
+}
+
+// The texts of 4031 on MySQL 8.0.24+ and on MariaDB 10.2+.
+const (
+	mysqlIdleTimeout = "The client was disconnected by the server because of inactivity. See wait_timeout and interactive_timeout for configuring this behavior."
+	mariaDBTrigger   = "Referenced trigger 'no_such_trigger' for the given action time and event type does not exist"
+)
+
+// Test4031MySQLAndMariaDB: the same number is MySQL's idle disconnect
+// (the command never ran: retry) and MariaDB's refused CREATE TRIGGER
+// (permanent).
+func Test4031MySQLAndMariaDB(t *testing.T) {
+	for _, c := range []struct {
+		msg       string
+		retryable bool
+		phase     sr.Phase
+	}{
+		{mysqlIdleTimeout, true, sr.NotSent},
+		{mariaDBTrigger, false, sr.NotApplied},
+		{"", false, sr.NotApplied},
+	} {
+		got := Classify(fmt.Errorf("exec: %w", &gomysql.MySQLError{Number: 4031, SQLState: [5]byte{'H', 'Y', '0', '0', '0'}, Message: c.msg}))
+		if got.Retryable != c.retryable || got.Phase != c.phase || got.Code != "4031" {
+			t.Errorf("4031 %q: got %+v, want Retryable %v, Phase %v", c.msg, got, c.retryable, c.phase)
 		}
 	}
 }
@@ -54,7 +84,7 @@ func TestClassifyNamedNumbers(t *testing.T) {
 		{2013, true, sr.Unknown},
 		{1053, true, sr.Unknown},
 		{1927, true, sr.Unknown},
-		{4031, true, sr.Unknown},
+		{1184, true, sr.NotSent},
 		{1064, false, sr.NotApplied},
 		{1054, false, sr.NotApplied},
 		{1146, false, sr.NotApplied},

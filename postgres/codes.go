@@ -14,6 +14,9 @@ const (
 	srcCRDB      = "cockroach-go crdb v2.4.2 errIsRetryable; cockroachdb/docs transaction-retry-error-reference (sql-errors.md §6)"
 	srcCRDBAmbig = "cockroachdb/docs common-errors.md \"result is ambiguous\" (sql-errors.md §6.2)"
 	srcChoice    = "sqlretry policy choice, documented in doc.go (sql-errors.md §3.4, §8.4)"
+	// srcConnect backs the rule in classify that any server code inside a
+	// *pgconn.ConnectError is not sent.
+	srcConnect = "pgx v5.13.0 pgconn.ConnectConfig: every failure before the connection is established, a server ErrorResponse to the startup message included, is returned inside *pgconn.ConnectError; connect-time refusals (08001, 08004, 53300, 57P03) ran nothing (sql-errors.md §8.2; classification-vs-peers.md §3.2)"
 )
 
 // evidence marks a class whose phase depends on the error's other evidence:
@@ -60,10 +63,12 @@ var entries = []Entry{
 	na("58000", srcNpgsql, "system_error: an error external to PostgreSQL; retry with backoff"),
 	na("58030", srcNpgsql, "io_error: an I/O error on the server; retry with backoff"),
 
-	// Class 08 Connection Exception: the phase comes from the evidence
-	// (SafeToRetry → not sent, otherwise unknown). Npgsql IsTransient lists
-	// 08000, 08001, 08003, 08004, 08006, 08007.
-	{Code: "08xxx", Source: srcNpgsql, Class: sr.Class{Retryable: true, Phase: sr.Unknown, Code: "08xxx", Reason: "connection_exception: " + evidence + " (SafeToRetry: not sent; otherwise the command may have run)"}},
+	// Class 08 Connection Exception: the phase comes from the evidence (in
+	// answer to the connection's startup, inside a *pgconn.ConnectError, or
+	// SafeToRetry → not sent; otherwise unknown: dblink and postgres_fdw
+	// raise 08001 and 08004 in answer to a statement too). Npgsql
+	// IsTransient lists 08000, 08001, 08003, 08004, 08006, 08007.
+	{Code: "08xxx", Source: srcNpgsql + "; " + srcConnect, Class: sr.Class{Retryable: true, Phase: sr.Unknown, Code: "08xxx", Reason: "connection_exception: " + evidence + " (at connect, inside pgconn.ConnectError, or SafeToRetry: not sent; otherwise the command may have run)"}},
 	unk("08007", srcNpgsql, "transaction_resolution_unknown: the transaction may have committed; verify before replaying a write"),
 	// errcodes.txt; not in Npgsql's list: a protocol violation is a client bug.
 	{Code: "08P01", Source: srcErrcodes, Class: sr.Class{Phase: sr.Unknown, Code: "08P01", Reason: "protocol_violation: a client or driver bug; not retried"}},

@@ -24,9 +24,24 @@
 //   - Class 08: by evidence. With SafeToRetry() true in the chain, not sent;
 //     otherwise unknown. 08007 transaction_resolution_unknown and 40003
 //     statement_completion_unknown are always unknown.
+//   - Any server code in answer to the connection's startup, which pgx
+//     returns inside a *pgconn.ConnectError (08001, 08004, 53300, 57P03,
+//     55000 "not currently accepting connections", 57P01, 28xxx, 3D000,
+//     42501 "permission denied for database"...), is not sent: no statement
+//     ran. The code still decides whether a retry can help, so 28xxx, 3D000
+//     and 42501 stay permanent. lib/pq returns a bare *pq.Error at connect,
+//     which cannot be told from the same code in answer to a statement: its
+//     phase stays the table's.
 //   - Permanent: classes 42, 23, 22, 28, 54, XX and 57P04, 25P02, 3D000 and
 //     the rest of codes.go. A well-formed code not in the table is not
 //     retryable.
+//
+// # CommitVerifier and transactions without an id
+//
+// [CommitVerifier] assigns the transaction an id at Mark
+// (pg_current_xact_id()), since a NOTIFY-only transaction gets one only
+// inside COMMIT, where an unknown COMMIT could not be looked up. See
+// [CommitVerifier] for the cost and for the effects that need no id.
 //
 // # 57P01 in reply to COMMIT
 //

@@ -134,6 +134,19 @@ func classify(t *table, err error) (c sr.Class) {
 	if s, ok := errors.AsType[sqlStater](err); ok {
 		code := s.SQLState()
 		c, _ := t.lookup(code)
+		if connectError(err) {
+			// The server refused the connection's startup (08001, 08004,
+			// 53300, 57P03, 55000 "not currently accepting connections",
+			// 28xxx, 3D000...): pgconn wraps what it got before the
+			// connection was established in a *pgconn.ConnectError, and no
+			// statement of the caller's was sent. The code still decides
+			// whether a retry can help.
+			if c.Phase != sr.NotSent {
+				c.Phase = sr.NotSent
+				c.Reason += " (in reply to the connection's startup, inside a pgconn.ConnectError: nothing was sent)"
+			}
+			return c
+		}
 		if len(code) == 5 && code[0] == '0' && code[1] == '8' && code != "08007" && c.Retryable {
 			if r, ok := errors.AsType[safeToRetrier](err); ok && r.SafeToRetry() {
 				c.Phase = sr.NotSent
