@@ -72,6 +72,16 @@ type Class struct {
 	// MinDelay is a server-requested floor for the next wait (Azure SQL
 	// 40501 asks for 10 s); 0 if none.
 	MinDelay time.Duration
+	// Ended reports that the failed attempt has provably stopped: nothing it
+	// sent can still change the database, so what a verify reads now is
+	// final. An in-process engine (SQLite) ends every attempt before the call
+	// returns; an injected fault (package faults) fires after its attempt
+	// finished; an error whose chain holds a method AttemptEnded() bool that
+	// returns true says so itself. A server may go on running a statement
+	// whose connection was lost or whose command timeout fired: for such a
+	// failure Ended is false, and a verify's "not applied" is trusted only
+	// after the session was fenced (see [Fencer]).
+	Ended bool
 }
 
 // A Classifier gives the verdict on one error. Classify is never called with

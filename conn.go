@@ -6,8 +6,9 @@ import (
 	"errors"
 	"io"
 	"net"
-	"strings"
 	"syscall"
+
+	"github.com/sqlretry/sqlretry/internal/sqltext"
 )
 
 // conn wraps one inner connection, and replaces it underneath when a
@@ -19,11 +20,12 @@ import (
 // below add Pinger and SessionResetter when the inner connection has them.
 type conn struct {
 	c      *connector
-	inner  driver.Conn // nil after a failed reconnect
-	gen    uint64      // bumped at each reconnect; statements re-prepare when it moves
-	inTx   bool
-	sqlTx  bool // a transaction opened in SQL text (BEGIN, START TRANSACTION, SET autocommit=0) is open
-	broken bool // inner is unusable: replace it before the next command
+	inner  driver.Conn     // nil after a failed reconnect
+	gen    uint64          // bumped at each reconnect; statements re-prepare when it moves
+	inTx   bool            // a transaction begun with BeginTx is open
+	sess   sqltext.Session // what the SQL text run on this session says of its transaction state
+	broken bool            // inner is unusable: replace it before the next command
+	sid    string          // the server's id of the session, for the Policy's Fencer; "" if unknown
 
 	// endQuery cancels the command timeout of the last query, whose rows
 	// may be read after QueryContext returned. It runs at the connection's
@@ -69,15 +71,16 @@ func (c *conn) Prepare(query string) (driver.Stmt, error) {
 // Begin is the pre-context entry point; database/sql calls BeginTx.
 func (c *conn) Begin() (driver.Tx, error) { return c.BeginTx(context.Background(), driver.TxOptions{}) }
 
-func (c *connector) connOf(ic driver.Conn) *conn {
+func (c *connector) connOf(ctx context.Context, ic driver.Conn) *conn {
 	cn := &conn{c: c}
 	cn.setInner(ic)
+	cn.sid = c.sessionID(ctx, ic)
 	return cn
 }
 
 // wrap returns the wrapper type whose method set matches ic's.
-func (c *connector) wrap(ic driver.Conn) driver.Conn {
-	cn := c.connOf(ic)
+func (c *connector) wrap(ctx context.Context, ic driver.Conn) driver.Conn {
+	cn := c.connOf(ctx, ic)
 	switch {
 	case cn.pinger != nil && cn.resetter != nil:
 		return connPR{cn}
@@ -145,18 +148,58 @@ func (p *Policy) countCall() {
 }
 
 // stmtOp is the consent for replaying statement q outside a transaction.
-func (c *connector) stmtOp(q string) Op {
-	name := Verb(q)
+//
+// A read-only single statement is idempotent. Anything else is a write: a
+// failure of unknown outcome is never passed off as a plain error (rephase),
+// and a text that is not provably one statement — several statements, a
+// CALL, DO or EXEC of a body the text does not show — is a write of unknown
+// outcome after any failure but one that proves nothing was sent: the
+// failure describes the part that failed, and earlier parts may have
+// committed. The rule schedule's consent to replay is asked only for a single
+// statement.
+func (c *connector) stmtOp(q string, in sqltext.Info) Op {
+	name := in.Verb
 	if name == "" {
 		name = "statement"
 	}
 	op := Op{Name: name, Statement: q}
-	if IsReadOnly(q) {
+	switch {
+	case in.ReadOnly && in.OneStatement():
 		op.idempotent = true
-	} else if sc, ok := c.p.schedule.(StatementConsent); ok {
-		op.consent = sc // asked per failure, with its code
+	case in.OneStatement():
+		op.rephase = rephaseStatement
+		if sc, ok := c.p.schedule.(StatementConsent); ok {
+			op.consent = sc // asked per failure, with its code
+		}
+	default:
+		op.rephase = rephaseParts
 	}
 	return op
+}
+
+// rephaseStatement revises the class of a single write's failure: one of
+// unknown outcome that the classifier does not call transient (a TLS error, a
+// protocol error, a severity-20 error after the send) is settled like a
+// transient one — by a verify, else ErrAmbiguous — rather than returned as a
+// plain error about a write that may have landed.
+func rephaseStatement(_ error, c Class) Class {
+	if c.Phase == Unknown && !c.Retryable && c.Code != "context" {
+		c.Retryable = true
+		c.Reason += " (a write of unknown outcome: settled, not returned as a plain error)"
+	}
+	return c
+}
+
+// rephaseParts revises the class of a failure of a text that is not provably
+// one statement: whatever the failed part's class, only NotSent proves that
+// nothing of the text was applied.
+func rephaseParts(_ error, c Class) Class {
+	if c.Phase != NotSent && c.Code != "context" {
+		c.Phase = Unknown
+		c.Retryable = true
+		c.Reason += " (the text holds several statements or a body it does not show: earlier parts may have committed)"
+	}
+	return c
 }
 
 // failed records what a failed command says about the connection, and
@@ -167,7 +210,7 @@ func (c *conn) failed(err error) error {
 	}
 	if c.c.pq && errors.Is(err, driver.ErrBadConn) {
 		c.broken = true
-		return &ambiguousBadConn{err}
+		return lostAfter(&badConnError{msg: err.Error()})
 	}
 	if !c.broken && unusable(err, c.validator) {
 		c.broken = true
@@ -187,6 +230,19 @@ func (c *conn) probe(ctx context.Context, err error) error {
 		c.broken = true
 	}
 	return err
+}
+
+// sessionLost revises a write's failure that the classifier calls
+// NotApplied when the session did not survive it: an autocommit statement
+// commits as it ends, and a session that ended in reply to it (PostgreSQL
+// 57P01 after pg_terminate_backend, while the COMMIT waits for a synchronous
+// standby) may have committed first, as RunTx's COMMIT rule says. A
+// rollback the server reports and survives (a deadlock victim) is trusted.
+func (c *conn) sessionLost(op Op, err error) error {
+	if op.idempotent || !c.broken || c.c.p.Classify(err).Phase != NotApplied {
+		return err
+	}
+	return lostAfter(err)
 }
 
 // sessionState returns the inner connection and whether it is known to be
@@ -217,34 +273,34 @@ func (c *conn) ready(ctx context.Context) error {
 	}
 	ic, err := c.c.connectOnce(ctx)
 	if err != nil {
-		return c.notSent(err)
+		return c.notSent(ctx, err)
 	}
 	c.setInner(ic)
+	c.sid = c.c.sessionID(ctx, ic)
 	c.gen++
 	c.broken = false
+	c.sess = sqltext.Session{} // a new session: autocommit, no transaction
 	return nil
 }
 
-// notSent returns a retryable error of a step before the statement itself
-// (a reconnect, a re-prepare) as an error of phase NotSent: whatever the
-// step's own phase, the statement was not sent. A permanent error, such as
-// an authentication failure, is returned unchanged.
-func (c *conn) notSent(err error) error {
-	if !c.c.p.Classify(err).Retryable {
+// notSent returns the error of a step before the statement itself (a
+// reconnect, a re-prepare) as an error of phase NotSent: whatever the step's
+// own phase, the statement was not sent. A step that ran out of the
+// attempt's CommandTimeout (a dial or login waiting out a failover) is a
+// retryable NotSent failure, not a context error; a permanent error, such as
+// an authentication failure, keeps its verdict. The step's own error stays
+// in the chain.
+func (c *conn) notSent(ctx context.Context, err error) error {
+	cl := c.c.p.Classify(err)
+	switch {
+	case cl.Retryable:
+	case ctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
+		cl = Class{Retryable: true, Code: "connect-timeout", Reason: "connecting ran out of the attempt's command timeout: nothing was sent"}
+	default:
 		return err
 	}
-	return &notSentError{err}
+	return notSentBefore(err, cl)
 }
-
-// notSentError matches driver.ErrBadConn (the classifiers' NotSent) and no
-// longer the step's own error; the Connector hides it from database/sql.
-type notSentError struct{ err error }
-
-func (e *notSentError) Error() string {
-	return "statement not sent: " + e.err.Error()
-}
-
-func (e *notSentError) Unwrap() error { return driver.ErrBadConn }
 
 // retry runs fn under the Policy for statement op, after a first failure
 // firstErr (nil: run the first attempt too), reconnecting before each
@@ -255,12 +311,17 @@ func (c *conn) retry(ctx context.Context, op Op, firstErr error, fn func(ctx con
 			return err
 		}
 		if err := fn(ctx); err != nil {
-			return c.probe(ctx, c.failed(err))
+			return c.sessionLost(op, c.probe(ctx, c.failed(err)))
 		}
 		return nil
 	}
 	if firstErr != nil {
-		firstErr = c.probe(ctx, c.failed(firstErr))
+		firstErr = c.sessionLost(op, c.probe(ctx, c.failed(firstErr)))
+	}
+	if c.c.p.fencer != nil {
+		// Read at the time of the verify: the session of the attempt that
+		// failed, not yet replaced.
+		op.fence = func(ctx context.Context) error { return c.c.fence(ctx, c.sid) }
 	}
 	err := c.c.p.run(ctx, op, attempt, firstErr, c.c.p.schedule)
 	if errors.Is(err, driver.ErrSkip) {
@@ -268,6 +329,11 @@ func (c *conn) retry(ctx context.Context, op Op, firstErr error, fn func(ctx con
 		// fall back to prepare (go-sql-driver/mysql returns it for any
 		// statement with arguments, also after a reconnect).
 		return driver.ErrSkip
+	}
+	if op.fence != nil && errors.Is(err, ErrAmbiguous) && !attemptEnded(err) && ctx.Err() == nil && op.fence(ctx) == nil {
+		// The session that ran the write is gone: whatever the caller
+		// reads from now on is final, and an outer verify may trust it.
+		err = &endedError{err}
 	}
 	return hideBadConn(err)
 }
@@ -279,14 +345,10 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	if c.execer == nil && c.execerV == nil {
 		return nil, driver.ErrSkip
 	}
-	c.finishQuery()
-	if c.pinned(query) {
+	in, pinned := c.prologue(query, nil)
+	if pinned {
 		r, err := c.exec(ctx, query, args)
-		c.endSQLTx(query)
-		if err != nil {
-			err = c.failed(err)
-		}
-		return r, err
+		return r, c.pinnedDone(query, in, err)
 	}
 	p := c.c.p
 	p.countCall()
@@ -303,12 +365,44 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 			return nil, err
 		}
 	}
-	err = c.retry(ctx, c.c.stmtOp(query), err, func(ctx context.Context) error {
+	err = c.retry(ctx, c.c.stmtOp(query, in), err, func(ctx context.Context) error {
 		var err error
 		r, err = c.exec(ctx, query, args)
 		return err
 	})
 	return r, err
+}
+
+// prologue starts a statement: it ends the last query's command timeout and
+// reads the text (in, if not nil, is the prepared statement's reading).
+// pinned reports that the statement must run once, as it is, on this
+// session: a transaction is or may be open on it, or the statement itself
+// may open or end one.
+func (c *conn) prologue(query string, in *sqltext.Info) (sqltext.Info, bool) {
+	c.finishQuery()
+	var info sqltext.Info
+	if in != nil {
+		info = *in
+	} else {
+		info = sqltext.Analyze(query)
+	}
+	return info, c.inTx || c.sess.Pinned() || info.TxControl
+}
+
+// pinnedDone records what a pinned statement did to the session and returns
+// its error, which never matches driver.ErrBadConn: database/sql would run
+// the statement again on another connection, outside the transaction.
+func (c *conn) pinnedDone(query string, in sqltext.Info, err error) error {
+	if err == driver.ErrSkip {
+		return err // not run: database/sql prepares it instead
+	}
+	if in.TxControl {
+		c.sess = c.sess.After(query, err != nil)
+	}
+	if err == nil {
+		return nil
+	}
+	return hideBadConn(c.failed(err))
 }
 
 // exec runs one attempt of a statement on the inner connection, as
@@ -334,14 +428,10 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 	if c.queryer == nil && c.queryerV == nil {
 		return nil, driver.ErrSkip
 	}
-	c.finishQuery()
-	if c.pinned(query) {
+	in, pinned := c.prologue(query, nil)
+	if pinned {
 		r, err := c.query(ctx, query, args)
-		c.endSQLTx(query)
-		if err != nil {
-			err = c.failed(err)
-		}
-		return r, err
+		return r, c.pinnedDone(query, in, err)
 	}
 	p := c.c.p
 	p.countCall()
@@ -352,18 +442,21 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 	if p.fast() && !c.broken {
 		if rows, err = c.query(ctx, query, args); err == nil {
 			p.succeeded(false)
-			return rows, nil
+			return c.watchRows(ctx, query, in, rows), nil
 		}
 		if err == driver.ErrSkip {
 			return nil, err
 		}
 	}
-	err = c.retry(ctx, c.c.stmtOp(query), err, c.timed(ctx, func(ctx context.Context) error {
+	err = c.retry(ctx, c.c.stmtOp(query, in), err, c.timed(ctx, func(ctx context.Context) error {
 		var err error
 		rows, err = c.query(ctx, query, args)
 		return err
 	}))
-	return rows, err
+	if err != nil {
+		return nil, err
+	}
+	return c.watchRows(ctx, query, in, rows), nil
 }
 
 // timed adapts a query attempt to the command timeout: the Policy cancels an
@@ -408,9 +501,9 @@ func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, e
 		si  driver.Stmt
 		err error
 	)
-	if c.inTx || c.sqlTx {
+	if c.inTx || c.sess.Pinned() {
 		if si, err = c.prepare(ctx, query); err != nil {
-			return nil, c.failed(err)
+			return nil, hideBadConn(c.failed(err))
 		}
 	} else {
 		p := c.c.p
@@ -534,8 +627,8 @@ func (c *conn) begin(ctx context.Context, opts driver.TxOptions) (driver.Tx, err
 func (c *conn) ping(ctx context.Context) error {
 	c.finishQuery()
 	p := c.c.p
-	if c.inTx || c.sqlTx {
-		return c.failed(c.pinger.Ping(ctx))
+	if c.inTx || c.sess.Pinned() {
+		return hideBadConn(c.failed(c.pinger.Ping(ctx)))
 	}
 	var err error
 	if p.fast() && !c.broken {
@@ -565,8 +658,7 @@ func (c *conn) resetSession(ctx context.Context) error {
 		}
 		c.broken = true
 	}
-	c.sqlTx = false // a new session has no transaction open
-	if err := c.ready(ctx); err != nil {
+	if err := c.ready(ctx); err != nil { // a new session: no transaction open
 		return driver.ErrBadConn
 	}
 	return nil
@@ -581,7 +673,7 @@ type tx struct {
 func (t *tx) Commit() error {
 	t.c.inTx = false
 	if err := t.inner.Commit(); err != nil {
-		return t.c.failed(err)
+		return hideBadConn(t.c.failed(err))
 	}
 	return nil
 }
@@ -589,7 +681,7 @@ func (t *tx) Commit() error {
 func (t *tx) Rollback() error {
 	t.c.inTx = false
 	if err := t.inner.Rollback(); err != nil {
-		return t.c.failed(err)
+		return hideBadConn(t.c.failed(err))
 	}
 	return nil
 }
@@ -604,113 +696,4 @@ func namedToValues(named []driver.NamedValue) ([]driver.Value, error) {
 		dargs[n] = param.Value
 	}
 	return dargs, nil
-}
-
-// pinned reports whether query must run on this session as it is, with no
-// retry and no reconnect: inside a transaction begun with BeginTx, or one the
-// application opened in SQL text, which a statement replayed on a new
-// session would silently leave (the JDBC driver's flaw). query opening such
-// a transaction marks the connection before it runs.
-func (c *conn) pinned(query string) bool {
-	if !c.inTx && !c.sqlTx && txStatement(query) == txOpens {
-		c.sqlTx = true
-	}
-	return c.inTx || c.sqlTx
-}
-
-// endSQLTx clears the mark after a statement that ends a transaction opened
-// in SQL text, whatever its outcome: a failed COMMIT ends it too.
-func (c *conn) endSQLTx(query string) {
-	if c.sqlTx && txStatement(query) == txEnds {
-		c.sqlTx = false
-	}
-}
-
-const (
-	txOther = iota
-	txOpens
-	txEnds
-)
-
-// txStatement tells statements that open or end a transaction in SQL text:
-// BEGIN [TRAN|WORK|IMMEDIATE…], START TRANSACTION, SAVEPOINT (which opens one
-// in SQLite), SET autocommit = 0 / off; COMMIT, END, ROLLBACK (not ROLLBACK
-// TO), SET autocommit = 1 / on. It looks at the first words only, cheaply:
-// it runs on every statement.
-func txStatement(q string) int {
-	w, rest := firstWord(q)
-	switch {
-	case is(w, "begin"), is(w, "start"), is(w, "savepoint"):
-		return txOpens
-	case is(w, "commit"), is(w, "end"):
-		return txEnds
-	case is(w, "rollback"):
-		if w2, _ := firstWord(rest); is(w2, "to") {
-			return txOther
-		}
-		return txEnds
-	case is(w, "set"):
-		return autocommit(rest)
-	}
-	return txOther
-}
-
-// is compares ASCII case-insensitively, without allocating.
-func is(w, keyword string) bool { return strings.EqualFold(w, keyword) }
-
-// autocommit reads "[session|local] [@@[session.]]autocommit [=] 0|1|on|off".
-func autocommit(s string) int {
-	w, rest := firstWord(s)
-	if is(w, "session") || is(w, "local") {
-		w, rest = firstWord(rest)
-	}
-	if len(w) > 2 && w[:2] == "@@" {
-		w = w[2:]
-		if len(w) > 8 && is(w[:8], "session.") {
-			w = w[8:]
-		}
-	}
-	if !is(w, "autocommit") {
-		return txOther
-	}
-	v, _ := firstWord(strings.TrimLeft(rest, " \t\r\n="))
-	switch {
-	case v == "0", is(v, "off"), is(v, "false"):
-		return txOpens
-	case v == "1", is(v, "on"), is(v, "true"):
-		return txEnds
-	}
-	return txOther
-}
-
-// firstWord returns the first word of s (letters, digits, '_', '@' and
-// '.'), past white space, ';', '(' and comments, and the text after it.
-func firstWord(s string) (string, string) {
-	for {
-		s = strings.TrimLeft(s, " \t\r\n;(")
-		switch {
-		case strings.HasPrefix(s, "--"):
-			if i := strings.IndexByte(s, '\n'); i >= 0 {
-				s = s[i+1:]
-				continue
-			}
-			return "", ""
-		case strings.HasPrefix(s, "/*"):
-			if i := strings.Index(s[2:], "*/"); i >= 0 {
-				s = s[i+4:]
-				continue
-			}
-			return "", ""
-		}
-		break
-	}
-	i := 0
-	for i < len(s) && i < 40 {
-		b := s[i]
-		if !(b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_' || b == '@' || b == '.') {
-			break
-		}
-		i++
-	}
-	return s[:i], s[i:]
 }

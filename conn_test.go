@@ -89,37 +89,6 @@ func BenchmarkWrapperPath(b *testing.B) {
 	}
 }
 
-func TestTxStatement(t *testing.T) {
-	cases := map[string]int{
-		"BEGIN":                        txOpens,
-		"  begin transaction":          txOpens,
-		"BEGIN TRAN":                   txOpens,
-		"/* x */ START TRANSACTION":    txOpens,
-		"-- c\nsavepoint a":            txOpens,
-		"SET autocommit = 0":           txOpens,
-		"set session autocommit=OFF":   txOpens,
-		"SET @@autocommit=0":           txOpens,
-		"SET @@session.autocommit = 0": txOpens,
-		"COMMIT":                       txEnds,
-		"end":                          txEnds,
-		"ROLLBACK":                     txEnds,
-		"rollback work":                txEnds,
-		"SET autocommit=1":             txEnds,
-		"ROLLBACK TO SAVEPOINT a":      txOther,
-		"SELECT 1":                     txOther,
-		"UPDATE t SET autocommit = 0":  txOther,
-		"SET search_path = public":     txOther,
-		"beginning":                    txOther,
-		"":                             txOther,
-		"/* unterminated":              txOther,
-	}
-	for q, want := range cases {
-		if got := txStatement(q); got != want {
-			t.Errorf("txStatement(%q) = %d, want %d", q, got, want)
-		}
-	}
-}
-
 // A transaction opened in SQL text pins the connection: a statement that
 // fails inside it is not replayed on a new session (where it would commit
 // alone), until COMMIT or ROLLBACK ends it.

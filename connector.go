@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"errors"
 	"io"
 )
 
@@ -142,7 +141,7 @@ func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
 		if err != nil {
 			return nil, hideBadConn(err)
 		}
-		return c.wrap(ic), nil
+		return c.wrap(ctx, ic), nil
 	}
 	if b, ok := c.p.connSchedule.(ConnectBound); ok {
 		if d := b.ConnectTimeout(); d > 0 {
@@ -160,7 +159,7 @@ func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, hideBadConn(err)
 	}
-	return c.wrap(ic), nil
+	return c.wrap(ctx, ic), nil
 }
 
 // inRunTx reports whether ctx is a RunTx attempt's.
@@ -195,25 +194,3 @@ func (d wrapDriver) Open(name string) (driver.Conn, error) {
 }
 
 func (d wrapDriver) innerDriver() any { return d.c.inner.Driver() }
-
-// hideBadConn returns err, changed so that it does not match
-// driver.ErrBadConn if it did: database/sql would retry it again, without
-// backoff, on top of the Policy's retries.
-func hideBadConn(err error) error {
-	if err == nil || !errors.Is(err, driver.ErrBadConn) {
-		return err
-	}
-	var re *Error
-	if errors.As(err, &re) {
-		cp := *re
-		cp.Err = hideBadConn(re.Err)
-		return &cp
-	}
-	return &badConnError{msg: err.Error()}
-}
-
-// badConnError stands for an error that matched driver.ErrBadConn after the
-// Policy's retries were spent.
-type badConnError struct{ msg string }
-
-func (e *badConnError) Error() string { return e.msg }

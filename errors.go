@@ -18,6 +18,10 @@ var (
 	ErrCircuitOpen = errors.New("sqlretry: circuit open")
 	// ErrRetriesExhausted: the Op failed on every attempt MaxRetries allowed.
 	ErrRetriesExhausted = errors.New("sqlretry: retries exhausted")
+	// ErrValueUnknown: the write was applied — a verify found it after an
+	// attempt whose outcome was unknown — but the value the operation would
+	// have returned was never read ([DoValue]).
+	ErrValueUnknown = errors.New("sqlretry: applied, but the result was not read: a verify found the write after an ambiguous failure")
 	// ErrDeadline: the next wait would have outlived the caller's deadline,
 	// so it was not started. Errors matching it also match
 	// context.DeadlineExceeded.

@@ -12,6 +12,9 @@ package sqlretry
 //	SELECT k   the same, read-only to IsReadOnly
 //	SELECT 1   one row, one column: 1
 //	BAD        a permanent error (errSyntax)
+//	ADD k n RETURNING   (query) data[k] += n, one row: the new data[k]
+//	A; B; …    (exec) the parts in order, each committed as it runs; a
+//	           fault matching a later part fires after the earlier ones applied
 
 import (
 	"context"
@@ -35,7 +38,17 @@ var (
 	errRefused  = errors.New("fake: connection refused") // retryable, not sent
 )
 
+// testClassifier classifies the fake server's errors. The fake server is
+// in-process: every attempt has ended when its call returns (Class.Ended),
+// as with SQLite. serverClassifier is the same without that fact, as a
+// server that may run on after its client gave up would be.
 var testClassifier = ClassifierFunc(func(err error) Class {
+	c := serverClassifier(err)
+	c.Ended = true
+	return c
+})
+
+var serverClassifier = ClassifierFunc(func(err error) Class {
 	switch {
 	case errors.Is(err, errDeadlock):
 		return Class{Retryable: true, Phase: NotApplied, Code: "40P01"}
@@ -269,6 +282,14 @@ func (c *fakeConn) ExecContext(ctx context.Context, q string, args []driver.Name
 	if c.dead {
 		return nil, driver.ErrBadConn
 	}
+	if parts := strings.Split(q, "; "); len(parts) > 1 {
+		for _, part := range parts {
+			if _, err := c.ExecContext(ctx, part, nil); err != nil {
+				return nil, err
+			}
+		}
+		return driver.RowsAffected(len(parts)), nil
+	}
 	apply, _, err := c.parse(q, args)
 	if err != nil {
 		return nil, err
@@ -283,6 +304,17 @@ func (c *fakeConn) ExecContext(ctx context.Context, q string, args []driver.Name
 func (c *fakeConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
 	if c.dead {
 		return nil, driver.ErrBadConn
+	}
+	if w, ok := strings.CutSuffix(q, " RETURNING"); ok {
+		apply, _, err := c.parse(w, args)
+		if err != nil {
+			return nil, err
+		}
+		if f := c.s.take("query", q); f != nil {
+			return nil, f.fire(ctx, c, func() { c.run(apply) })
+		}
+		c.run(apply)
+		return &fakeRows{c: c, ctx: ctx, vals: []int64{c.read(strings.Fields(w)[1])}}, nil
 	}
 	_, read, err := c.parse(q, args)
 	if err != nil {

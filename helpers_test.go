@@ -18,6 +18,12 @@ func transient(phase Phase, code string) error {
 
 func permanentErr(code string) error { return &classErr{Class{Phase: NotApplied, Code: code}} }
 
+// ended is a transient failure of unknown outcome whose attempt has provably
+// stopped (an in-process engine's), so a verify's "not applied" is final.
+func ended(code string) error {
+	return &classErr{Class{Retryable: true, Phase: Unknown, Code: code, Ended: true}}
+}
+
 var classErrClassifier = ClassifierFunc(func(err error) Class {
 	if ce, ok := err.(*classErr); ok {
 		return ce.c

@@ -28,6 +28,14 @@ type Op struct {
 	// consent, if set, may consent per failure to replaying a statement
 	// whose outcome is unknown (the database/sql layer's rule schedule).
 	consent StatementConsent
+	// fence, if set, makes a failed attempt's outcome final before the
+	// verify reads it: it ends the attempt's session on the server and
+	// returns once the server confirms it gone. RunTx's is a no-op for a
+	// CommitVerifier, whose answers are final by contract.
+	fence func(ctx context.Context) error
+	// unsettled, if set, is the cause of the ErrAmbiguous a failure of
+	// unknown outcome ends in when there is no verify: it says why.
+	unsettled error
 }
 
 // Idempotent returns an Op that may be replayed after any retryable failure,

@@ -2,8 +2,11 @@ package sqlretry
 
 import (
 	"context"
+	"database/sql/driver"
+	"encoding/json"
 	"errors"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
@@ -49,6 +52,13 @@ type Config struct {
 	// whose Op has no Verify (package postgres: pg_xact_status). If nil, such
 	// a COMMIT ends the call with ErrAmbiguous.
 	CommitVerifier CommitVerifier
+	// Fencer, if set, ends the session of an attempt whose outcome is
+	// unknown and confirms it gone before a verify's "not applied" is
+	// trusted (package postgres, package mysql). If nil, a verify that finds
+	// nothing after a failure whose attempt may still be running on the
+	// server (a command timeout, a lost connection: Class.Ended false) ends
+	// the call with ErrAmbiguous; "applied" is trusted either way.
+	Fencer Fencer
 	// Budget bounds retries across calls. If nil, a DefaultBudget of the
 	// Policy's own; NoBudget disables it. Share one *Budget between Policies
 	// to bound them together.
@@ -84,6 +94,7 @@ type Policy struct {
 	schedule       Schedule
 	connSchedule   Schedule
 	commitVerifier CommitVerifier
+	fencer         Fencer
 	budget         *Budget // nil when disabled
 	breaker        *Breaker
 	observer       Observer
@@ -123,6 +134,7 @@ func New(c Config) (*Policy, error) {
 		schedule:       c.Schedule,
 		connSchedule:   c.ConnectSchedule,
 		commitVerifier: c.CommitVerifier,
+		fencer:         c.Fencer,
 		budget:         c.Budget,
 		breaker:        c.Breaker,
 		observer:       c.Observer,
@@ -161,8 +173,19 @@ func New(c Config) (*Policy, error) {
 	return p, nil
 }
 
-// Classify returns the Policy's verdict on err, as its classifier gives it.
-func (p *Policy) Classify(err error) Class { return p.classifier.Classify(err) }
+// Classify returns the Policy's verdict on err, as its classifier gives it,
+// unless the database/sql layer stated the verdict itself (a reconnect that
+// failed before the statement was sent). Class.Ended is set when err says
+// its attempt ended.
+func (p *Policy) Classify(err error) Class {
+	if c, ok := verdictOf(err); ok {
+		c.Ended = c.Ended || attemptEnded(err)
+		return c
+	}
+	c := p.classifier.Classify(err)
+	c.Ended = c.Ended || attemptEnded(err)
+	return c
+}
 
 // Do runs fn under the policy: once, and again after a failure only when the
 // error is transient, the Op consents to a replay, a retry is left under
@@ -201,13 +224,28 @@ func (p *Policy) Do(ctx context.Context, op Op, fn func(ctx context.Context) err
 }
 
 // DoValue is [Policy.Do] for an operation that returns a value.
+//
+// When a verify settles a failed attempt as applied, the write is in the
+// database but the value fn would have returned was never read: DoValue then
+// returns the zero value and an error matching [ErrValueUnknown], never a
+// zero value with a nil error.
 func DoValue[T any](ctx context.Context, p *Policy, op Op, fn func(ctx context.Context) (T, error)) (T, error) {
-	var v T
+	var (
+		v     T
+		read  bool
+		tries int
+	)
 	err := p.Do(ctx, op, func(ctx context.Context) error {
 		var err error
+		tries++
 		v, err = fn(ctx)
+		read = err == nil
 		return err
 	})
+	if err == nil && !read {
+		var zero T
+		return zero, &Error{Op: op.Name, Attempts: tries, Cause: ErrValueUnknown}
+	}
 	return v, err
 }
 
@@ -258,10 +296,24 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 			p.releaseProbe(probe)
 			return p.stopped(op, attempts, p.classify(err, timedOut), err, cerr)
 		}
+		if err == driver.ErrSkip {
+			// Not a failure: database/sql's signal to prepare the
+			// statement instead (go-sql-driver/mysql, for any statement
+			// with arguments). The call is made again that way.
+			p.releaseProbe(probe)
+			return err
+		}
 		p.failures.Add(1)
 		class := p.classify(err, timedOut)
 		if op.rephase != nil {
 			class = op.rephase(err, class)
+		}
+		if inner, ok := errors.AsType[*Error](err); ok && inner.Cause != nil {
+			// An inner retry loop (a Connector handle's call inside Do)
+			// already retried and gave up, drawing on its own budget: one
+			// user call must not retry MaxRetries times per layer.
+			p.releaseProbe(probe)
+			return p.nested(ctx, op, attempts, class, err, inner)
 		}
 		// The clock is read once per failure, and only when something
 		// needs it: a deadline, the budget, the breaker or a schedule.
@@ -372,9 +424,24 @@ func (p *Policy) probeAttempt(ctx context.Context, fn func(context.Context) erro
 // it ends the call with ErrAmbiguous; with one, applied ends it in success and
 // a failed verify in ErrAmbiguous. settled is false only when the verify found
 // the write not applied, so it may be retried.
+//
+// "Not applied" is a verdict only about an attempt that has provably
+// stopped (Class.Ended, or fenced by op.fence before the verify reads):
+// otherwise the server may still be running it, and the call ends in
+// ErrAmbiguous rather than risk a second copy.
 func (p *Policy) settle(ctx context.Context, op Op, attempts int, class Class, err error) (ret error, settled bool) {
 	if op.verify == nil {
-		return p.giveUp(op, attempts, class, err, ErrAmbiguous, true), true
+		cause := ErrAmbiguous
+		if op.unsettled != nil {
+			cause = op.unsettled
+		}
+		return p.giveUp(op, attempts, class, err, cause, true), true
+	}
+	ended := class.Ended
+	var ferr error = errNoSession
+	if !ended && op.fence != nil {
+		ferr = op.fence(ctx)
+		ended = ferr == nil
 	}
 	applied, verr := p.runVerify(ctx, op)
 	switch {
@@ -388,10 +455,29 @@ func (p *Policy) settle(ctx context.Context, op Op, attempts int, class Class, e
 		p.recovered.Add(1)
 		p.emit(Event{Kind: EventVerified, Op: op.Name, Attempt: attempts, Err: err, Class: class, Applied: true})
 		return nil, true
+	case !ended:
+		p.emit(Event{Kind: EventVerifyFailed, Op: op.Name, Attempt: attempts, Err: ferr, Class: class})
+		return p.giveUp(op, attempts, class, err, &ambiguity{"the verify found no write, but the attempt may still be running on the server (" + ferr.Error() + ")"}, true), true
 	}
 	p.verifiedNotApplied.Add(1)
 	p.emit(Event{Kind: EventVerified, Op: op.Name, Attempt: attempts, Err: err, Class: class, Applied: false})
 	return nil, false
+}
+
+// nested ends a call whose attempt failed with an inner call's *Error: the
+// inner loop retried, or gave up, already. Its error is returned as it is,
+// but for a write the inner loop could not settle: the Op's verify settles
+// it here (applied: success; not applied: the inner error, now a plain
+// failure, wrapped with ErrRetriesExhausted).
+func (p *Policy) nested(ctx context.Context, op Op, attempts int, class Class, err error, inner *Error) error {
+	if !errors.Is(inner.Cause, ErrAmbiguous) || op.idempotent || op.verify == nil {
+		return err
+	}
+	class.Phase = Unknown
+	if ret, settled := p.settle(ctx, op, attempts, class, err); settled {
+		return ret
+	}
+	return p.giveUp(op, attempts, inner.Class, inner.Err, ErrRetriesExhausted, false)
 }
 
 // attempt runs fn once, under CommandTimeout if set, and reports whether the
@@ -418,13 +504,20 @@ func (p *Policy) attempt(ctx context.Context, fn func(context.Context) error) (e
 // database error before it asks the classifier: the two must never be
 // confused.
 func (p *Policy) classify(err error, timedOut bool) Class {
+	if c, ok := verdictOf(err); ok {
+		c.Ended = c.Ended || attemptEnded(err)
+		return c
+	}
 	if timedOut {
-		return Class{Retryable: true, Phase: Unknown, Code: "command-timeout", Reason: "the command timeout fired: the command may have run"}
+		// Ended as the engine says: SQLite's attempt stops when the call
+		// returns; a server's may run on.
+		return Class{Retryable: true, Phase: Unknown, Code: "command-timeout", Reason: "the command timeout fired: the command may have run",
+			Ended: p.classifier.Classify(err).Ended || attemptEnded(err)}
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return Class{Phase: Unknown, Code: "context", Reason: "a context other than the caller's ended the attempt: not a database fault"}
 	}
-	return p.classifier.Classify(err)
+	return p.Classify(err)
 }
 
 // runVerify settles an ambiguous write by the Op's verify, itself run under
@@ -549,6 +642,20 @@ type Stats struct {
 	CircuitRejected    int64        // calls or retries refused by an open breaker
 	BudgetTokens       float64      // the budget's level now; +Inf without a budget
 	Breaker            BreakerState // the breaker's state now; closed without a breaker
+}
+
+// MarshalJSON encodes s as an object of its fields, with BudgetTokens null
+// when there is no budget: its +Inf has no JSON form.
+func (s Stats) MarshalJSON() ([]byte, error) {
+	type plain Stats
+	v := struct {
+		plain
+		BudgetTokens *float64
+	}{plain: plain(s)}
+	if !math.IsInf(s.BudgetTokens, 0) && !math.IsNaN(s.BudgetTokens) {
+		v.BudgetTokens = &s.BudgetTokens
+	}
+	return json.Marshal(v)
 }
 
 // Stats returns a snapshot of the Policy's counters.

@@ -40,7 +40,10 @@ func TestDecisionTable(t *testing.T) {
 		{"unknown/idempotent", idem, []error{transient(Unknown, "eof")}, want{calls: 2, ok: true}},
 		{"unknown/write-no-verify", writeNoVerify, []error{transient(Unknown, "eof")}, want{calls: 1, is: []error{ErrAmbiguous}}},
 		{"unknown/write-verify-applied", writeVerify(true, nil), []error{transient(Unknown, "eof")}, want{calls: 1, verifies: 1, ok: true}},
-		{"unknown/write-verify-not-applied", writeVerify(false, nil), []error{transient(Unknown, "eof")}, want{calls: 2, verifies: 1, ok: true}},
+		{"unknown/write-verify-not-applied/attempt-ended", writeVerify(false, nil), []error{ended("eof")}, want{calls: 2, verifies: 1, ok: true}},
+		// The attempt may still be running on the server: "not applied"
+		// proves nothing yet, and a replay could apply the write twice.
+		{"unknown/write-verify-not-applied/attempt-alive", writeVerify(false, nil), []error{transient(Unknown, "eof")}, want{calls: 1, verifies: 1, is: []error{ErrAmbiguous}}},
 		{"unknown/write-verify-failed", writeVerify(false, verifyErrBoom), []error{transient(Unknown, "eof")}, want{calls: 1, verifies: 1, is: []error{ErrAmbiguous, verifyErrBoom}}},
 		{"exhausted/idempotent", idem, []error{transient(NotApplied, "1"), transient(NotApplied, "2"), transient(NotApplied, "3"), transient(NotApplied, "4"), transient(NotApplied, "5")}, want{calls: 4, is: []error{ErrRetriesExhausted}}},
 	}

@@ -446,9 +446,14 @@ func TestAmbiguousCommitVerified(t *testing.T) {
 		t.Fatal(err)
 	}
 	fc := &faultConnector{Connector: inner}
-	p := newPolicy(t, sr.Config{Classifier: postgres.Classifier, Budget: sr.NoBudget})
+	p := newPolicy(t, sr.Config{Classifier: postgres.Classifier, Budget: sr.NoBudget, Fencer: postgres.Fencer{}})
 	db := sql.OpenDB(sr.Connector(fc, p))
 	defer db.Close()
+	// Without a Fencer, an Op's Verify that reads "not applied" cannot
+	// know the server is not still running the COMMIT.
+	unfenced := newPolicy(t, sr.Config{Classifier: postgres.Classifier, Budget: sr.NoBudget})
+	udb := sql.OpenDB(sr.Connector(fc, unfenced))
+	defer udb.Close()
 	mustExec(t, db, "CREATE TABLE task (id int PRIMARY KEY, runs int NOT NULL)")
 	ctx := context.Background()
 	readBack := func(id int) sr.VerifyFunc {
@@ -465,18 +470,25 @@ func TestAmbiguousCommitVerified(t *testing.T) {
 		verifier sr.CommitVerifier
 		wantErr  error
 		wantRuns int32
+		wantRows int
+		unfenced bool
 	}{
-		{"applied, settled by pg_xact_status", cutAfterCommit, sr.Write("persist", nil), postgres.CommitVerifier{}, nil, 1},
-		{"not applied, settled by pg_xact_status, replayed", cutBeforeCommit, sr.Write("persist", nil), postgres.CommitVerifier{}, nil, 2},
-		{"applied, settled by the Op's Verify", cutAfterCommit, sr.Write("persist", readBack(3)), nil, nil, 1},
-		{"not applied, settled by the Op's Verify, replayed", cutBeforeCommit, sr.Write("persist", readBack(4)), nil, nil, 2},
-		{"no way to settle: ErrAmbiguous, not replayed", cutAfterCommit, sr.Write("persist", nil), nil, sr.ErrAmbiguous, 1},
+		{"applied, settled by pg_xact_status", cutAfterCommit, sr.Write("persist", nil), postgres.CommitVerifier{}, nil, 1, 1, false},
+		{"not applied, settled by pg_xact_status, replayed", cutBeforeCommit, sr.Write("persist", nil), postgres.CommitVerifier{}, nil, 2, 1, false},
+		{"applied, settled by the Op's Verify", cutAfterCommit, sr.Write("persist", readBack(3)), nil, nil, 1, 1, false},
+		{"not applied, session fenced, settled by the Op's Verify, replayed", cutBeforeCommit, sr.Write("persist", readBack(4)), nil, nil, 2, 1, false},
+		{"no way to settle: ErrAmbiguous, not replayed", cutAfterCommit, sr.Write("persist", nil), nil, sr.ErrAmbiguous, 1, 1, false},
+		{"not applied, no Fencer: the Verify's answer is no proof, ErrAmbiguous", cutBeforeCommit, sr.Write("persist", readBack(6)), nil, sr.ErrAmbiguous, 1, 0, true},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			id := i + 1
 			var runs atomic.Int32
 			fc.next.Store(tt.cut)
+			db, p := db, p
+			if tt.unfenced {
+				db, p = udb, unfenced
+			}
 			err := sr.RunTxWith(ctx, db, p, tt.op, sr.TxConfig{Verifier: tt.verifier}, func(ctx context.Context, tx *sql.Tx) error {
 				runs.Add(1)
 				_, err := tx.ExecContext(ctx, "INSERT INTO task VALUES ($1, 1)", id)
@@ -492,8 +504,8 @@ func TestAmbiguousCommitVerified(t *testing.T) {
 			if err := db.QueryRowContext(ctx, "SELECT count(*) FROM task WHERE id = $1", id).Scan(&n); err != nil {
 				t.Fatal(err)
 			}
-			if n != 1 {
-				t.Errorf("got %d rows, want exactly 1", n)
+			if n != tt.wantRows {
+				t.Errorf("got %d rows, want %d", n, tt.wantRows)
 			}
 		})
 	}

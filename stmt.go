@@ -3,6 +3,8 @@ package sqlretry
 import (
 	"context"
 	"database/sql/driver"
+
+	"github.com/sqlretry/sqlretry/internal/sqltext"
 )
 
 // stmt wraps a prepared statement. Outside a transaction its Exec and Query
@@ -15,6 +17,7 @@ import (
 type stmt struct {
 	c     *conn
 	query string
+	info  sqltext.Info // read once, at prepare
 	inner driver.Stmt
 	gen   uint64 // the connection generation inner was prepared on
 
@@ -34,7 +37,7 @@ func (s stmtCC) ColumnConverter(idx int) driver.ValueConverter {
 }
 
 func newStmt(c *conn, query string, si driver.Stmt) driver.Stmt {
-	s := &stmt{c: c, query: query, gen: c.gen}
+	s := &stmt{c: c, query: query, info: sqltext.Analyze(query), gen: c.gen}
 	s.setInner(si)
 	if _, ok := si.(driver.ColumnConverter); ok { //nolint:staticcheck
 		return stmtCC{s}
@@ -83,7 +86,7 @@ func (s *stmt) reprepare(ctx context.Context) error {
 	}
 	si, err := s.c.prepare(ctx, s.query)
 	if err != nil {
-		return s.c.notSent(err)
+		return s.c.notSent(ctx, err)
 	}
 	_ = s.inner.Close() // it belonged to the lost connection
 	s.setInner(si)
@@ -94,13 +97,13 @@ func (s *stmt) reprepare(ctx context.Context) error {
 // ExecContext executes the statement, retried outside a transaction.
 func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
 	c := s.c
-	c.finishQuery()
-	if c.inTx || c.sqlTx {
+	in, pinned := c.prologue(s.query, &s.info)
+	if pinned {
 		if err := s.reprepare(ctx); err != nil {
-			return nil, c.failed(err)
+			return nil, hideBadConn(c.failed(err))
 		}
 		r, err := s.exec(ctx, args)
-		return r, c.failed(err)
+		return r, c.pinnedDone(s.query, in, err)
 	}
 	p := c.c.p
 	p.countCall()
@@ -114,7 +117,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 			return r, nil
 		}
 	}
-	err = c.retry(ctx, c.c.stmtOp(s.query), err, func(ctx context.Context) error {
+	err = c.retry(ctx, c.c.stmtOp(s.query, in), err, func(ctx context.Context) error {
 		if err := s.reprepare(ctx); err != nil {
 			return err
 		}
@@ -129,13 +132,13 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 // until its rows are returned.
 func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
 	c := s.c
-	c.finishQuery()
-	if c.inTx || c.sqlTx {
+	in, pinned := c.prologue(s.query, &s.info)
+	if pinned {
 		if err := s.reprepare(ctx); err != nil {
-			return nil, c.failed(err)
+			return nil, hideBadConn(c.failed(err))
 		}
 		rows, err := s.queryOnce(ctx, args)
-		return rows, c.failed(err)
+		return rows, c.pinnedDone(s.query, in, err)
 	}
 	p := c.c.p
 	p.countCall()
@@ -146,10 +149,10 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driv
 	if p.fast() && !c.broken && s.gen == c.gen {
 		if rows, err = s.queryOnce(ctx, args); err == nil {
 			p.succeeded(false)
-			return rows, nil
+			return c.watchRows(ctx, s.query, in, rows), nil
 		}
 	}
-	err = c.retry(ctx, c.c.stmtOp(s.query), err, c.timed(ctx, func(ctx context.Context) error {
+	err = c.retry(ctx, c.c.stmtOp(s.query, in), err, c.timed(ctx, func(ctx context.Context) error {
 		if err := s.reprepare(ctx); err != nil {
 			return err
 		}
@@ -157,7 +160,10 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driv
 		rows, err = s.queryOnce(ctx, args)
 		return err
 	}))
-	return rows, err
+	if err != nil {
+		return nil, err
+	}
+	return c.watchRows(ctx, s.query, in, rows), nil
 }
 
 // exec is database/sql's ctxDriverStmtExec.

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
-	"net"
 	"reflect"
 	"strings"
 )
@@ -16,10 +15,9 @@ import (
 // outer transaction rolls back; it is not retried.
 var ErrNestedTx = errors.New("sqlretry: RunTx called inside a RunTx transaction function: nested transactions are not supported")
 
-// errNoCommitVerifier is the verify error of an ambiguous COMMIT that neither
-// the Op's Verify nor a CommitVerifier can settle; the caller sees
-// ErrAmbiguous.
-var errNoCommitVerifier = errors.New("sqlretry: the COMMIT outcome is unknown and neither the Op's Verify nor a CommitVerifier can settle it")
+// errNoCommitVerifier is the cause of the ErrAmbiguous of a COMMIT whose
+// outcome is unknown when nothing is configured to settle it.
+var errNoCommitVerifier = &ambiguity{"the COMMIT may have landed, and no verifier is configured to settle it (the Op has no Verify, and Config has no CommitVerifier)"}
 
 // A CommitVerifier settles an ambiguous COMMIT for an Op that has no Verify
 // of its own: it marks the transaction before COMMIT is sent, and after a
@@ -39,8 +37,12 @@ type CommitVerifier interface {
 	Mark(ctx context.Context, tx *sql.Tx) (mark string, err error)
 	// Committed reports whether the transaction Mark returned mark for
 	// committed. It runs on a connection of db, not the one that failed,
-	// under the Policy as an idempotent read. An error means the outcome
-	// could not be settled: the caller gets an error matching ErrAmbiguous.
+	// under the Policy as an idempotent read. It must answer false only when
+	// the transaction can no longer commit (PostgreSQL: pg_xact_status says
+	// aborted), since RunTx then runs the transaction again: while the
+	// server may still be committing it, Committed must return an error. An
+	// error means the outcome could not be settled: the caller gets an error
+	// matching ErrAmbiguous.
 	Committed(ctx context.Context, db *sql.DB, mark string) (committed bool, err error)
 }
 
@@ -93,9 +95,14 @@ func RunTxWith(ctx context.Context, db *sql.DB, p *Policy, op Op, c TxConfig, fn
 	if op.idempotent || op.verify != nil {
 		t.c.Verifier = nil // replayed, or settled by the Op: no need to mark it
 	}
-	if !op.idempotent {
+	switch {
+	case op.idempotent:
+	case op.verify == nil && t.c.Verifier == nil:
+		op.unsettled = errNoCommitVerifier
+	default:
 		// An ambiguous COMMIT is settled by the Op's Verify or the verifier.
 		op.verify = t.verify
+		op.fence = t.fence
 	}
 	op.rephase = t.rephase
 	return p.Do(ctx, op, t.attempt)
@@ -127,11 +134,14 @@ type txRun struct {
 	stage   txStage
 	mark    string
 	hasMark bool
+	// fenceSession ends the session the last COMMIT failed on, for a Verify
+	// that reads "not applied"; nil if it cannot be fenced.
+	fenceSession func(ctx context.Context) error
 }
 
 // attempt runs the transaction once.
 func (t *txRun) attempt(ctx context.Context) error {
-	t.stage, t.mark, t.hasMark = stageBegin, "", false
+	t.stage, t.mark, t.hasMark, t.fenceSession = stageBegin, "", false, nil
 	// The mark tells fn's nested RunTx calls apart, and tells a Connector
 	// not to retry the connect and the BEGIN on their own: RunTx retries
 	// the whole attempt, and the two loops must not multiply.
@@ -168,6 +178,9 @@ func (t *txRun) attempt(ctx context.Context) error {
 	}
 	t.stage = stageCommit
 	finished = true
+	if t.userVerify != nil && t.p.fencer != nil {
+		t.fenceSession = t.sessionFence(ctx, conn)
+	}
 	doneBefore := ctx.Err() != nil
 	err = tx.Commit()
 	switch {
@@ -180,15 +193,71 @@ func (t *txRun) attempt(ctx context.Context) error {
 		// proves nothing: the COMMIT may have landed, so it stays ambiguous.
 		t.stage = stageBody
 	case t.pq && errors.Is(err, driver.ErrBadConn):
-		return &ambiguousBadConn{err}
+		return lostAfter(&badConnError{msg: err.Error()})
 	case t.p.Classify(err).Phase == NotApplied && sessionEnded(ctx, conn):
 		// A rollback the server reports and survives (a serialization
 		// failure, a deadlock, a deferred constraint) proves COMMIT failed.
 		// A session that ended in reply to COMMIT (PostgreSQL 57P01 after
 		// pg_terminate_backend) may have committed first.
-		return &ambiguousBadConn{err}
+		return lostAfter(err)
 	}
 	return err
+}
+
+// sessionFence returns a fence for the session conn is on, taken before
+// COMMIT is sent (after a failure there is no asking the session): from the
+// Connector's connection when conn is one, else from the Fencer, asked now.
+func (t *txRun) sessionFence(ctx context.Context, conn *sql.Conn) func(context.Context) error {
+	var f func(context.Context) error
+	_ = conn.Raw(func(dc any) error {
+		if w, ok := dc.(interface {
+			fenceFunc() func(context.Context) error
+		}); ok {
+			f = w.fenceFunc()
+			return nil
+		}
+		ic, ok := dc.(driver.Conn)
+		if !ok {
+			return nil
+		}
+		id, err := t.p.fencer.SessionID(ctx, ic)
+		if err != nil || id == "" {
+			return nil
+		}
+		db, fencer := t.db, t.p.fencer
+		f = func(ctx context.Context) error {
+			fc, err := db.Conn(ctx)
+			if err != nil {
+				return err
+			}
+			defer fc.Close()
+			return fc.Raw(func(dc any) error {
+				if w, ok := dc.(interface{ sessionState() (driver.Conn, bool) }); ok {
+					dc, _ = w.sessionState()
+				}
+				ic, ok := dc.(driver.Conn)
+				if !ok {
+					return errNoSession
+				}
+				return fencer.Fence(ctx, ic, id)
+			})
+		}
+		return nil
+	})
+	return f
+}
+
+// fence makes an ambiguous COMMIT's outcome final before the verify reads
+// it. A CommitVerifier's answers are final by its contract; an Op's Verify
+// needs the session fenced.
+func (t *txRun) fence(ctx context.Context) error {
+	switch {
+	case t.userVerify == nil:
+		return nil
+	case t.fenceSession != nil:
+		return t.fenceSession(ctx)
+	}
+	return errNoSession
 }
 
 // sessionEnded reports whether the driver connection under conn is
@@ -253,21 +322,6 @@ func (t *txRun) verify(ctx context.Context) (bool, error) {
 	}
 	return false, errNoCommitVerifier
 }
-
-// ambiguousBadConn replaces an error that claims the command was not sent
-// or not applied when that claim cannot be trusted: lib/pq's
-// driver.ErrBadConn (lib/pq returns it after a send), or a session that
-// ended in reply to COMMIT. It matches neither driver.ErrBadConn, so
-// database/sql does not replay the command, nor the original error, so the
-// classifier cannot read it as "not applied": it matches net.ErrClosed, a
-// lost connection with an unknown outcome. Its message keeps the original.
-type ambiguousBadConn struct{ err error }
-
-func (e *ambiguousBadConn) Error() string {
-	return "connection lost, the command may have run (" + e.err.Error() + ")"
-}
-
-func (e *ambiguousBadConn) Unwrap() error { return net.ErrClosed }
 
 // isLibPQ reports whether v's type comes from github.com/lib/pq, found by
 // its package path so the root package needs no import of it.

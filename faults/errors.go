@@ -46,6 +46,12 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// AttemptEnded reports true: an injected fault fires in the client after the
+// inner call it stands for has returned (or instead of it), so nothing of the
+// attempt can still change the database, and a verify's answer is final
+// (sqlretry.Class.Ended).
+func (e *Error) AttemptEnded() bool { return true }
+
 func shorten(s string, n int) string {
 	if len(s) <= n {
 		return s

@@ -70,7 +70,16 @@ var panicked = sr.Class{Phase: sr.Unknown, Code: "panic", Reason: "the error's m
 // by reflection so as not to import it (cgo), and anything else by
 // [sr.ClassifyNeutral]. An extended code that is not listed is read as its
 // primary code. It never panics.
-func Classify(err error) sr.Class { return classify(err, mattnPkg) }
+//
+// Every verdict has Ended set: SQLite runs in the caller's process, and both
+// drivers return only once the statement has stopped (an interrupted one
+// included), so a verify that reads "not applied" afterwards reads a final
+// answer and no Fencer is needed.
+func Classify(err error) sr.Class {
+	c := classify(err, mattnPkg)
+	c.Ended = true
+	return c
+}
 
 // classify is Classify with mattn's import path a parameter, for tests.
 func classify(err error, mattn string) (c sr.Class) {

@@ -245,8 +245,21 @@ func TestClassifyNeverPanics(t *testing.T) {
 
 func TestClassifyFallsBackToNeutral(t *testing.T) {
 	for _, err := range []error{nil, errors.New("foreign"), io.EOF, context.Canceled} {
-		if got, want := Classify(err), sr.ClassifyNeutral(err); got != want {
+		want := sr.ClassifyNeutral(err)
+		want.Ended = true // SQLite's attempts end in the caller's process
+		if got := Classify(err); got != want {
 			t.Errorf("Classify(%v): got %+v, want the neutral %+v", err, got, want)
+		}
+	}
+}
+
+// A verify after a SQLite failure reads a final answer: every verdict says
+// the attempt ended, including the command timeout's (the Policy asks the
+// classifier) and an interrupted statement's.
+func TestClassifyEveryVerdictEnded(t *testing.T) {
+	for _, err := range []error{nil, errors.New("foreign"), io.EOF, context.DeadlineExceeded} {
+		if !Classify(err).Ended {
+			t.Errorf("Classify(%v).Ended = false", err)
 		}
 	}
 }

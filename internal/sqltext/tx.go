@@ -391,7 +391,9 @@ var txWords = [...]string{"begin", "commit", "rollback", "exec", "execute",
 // SELECT @@autocommit, and a T-SQL batch can set neither.
 const txStray = 7
 
-var txStarts = [...]string{"start", "end", "abort", "release", "xa", "call", "if", "while", "prepare", "set"}
+// SET is transaction control only when it names autocommit,
+// IMPLICIT_TRANSACTIONS or ANSI_DEFAULTS, which txWords finds.
+var txStarts = [...]string{"start", "end", "abort", "release", "xa", "call", "if", "while", "prepare"}
 
 // opaqueStarts begin statements whose body the text does not show.
 var opaqueStarts = [...]string{"call", "do", "exec", "execute", "if", "while", "declare"}

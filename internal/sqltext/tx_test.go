@@ -28,6 +28,13 @@ func TestSessionAfter(t *testing.T) {
 		want   string
 	}{
 		{Session{}, "SELECT 1", false, "idle"},
+		{Session{}, "BEGIN TRAN", false, "open"},
+		{Session{}, "-- c\nsavepoint a", false, "open"},
+		{Session{}, "beginning", false, "idle"},
+		{Session{}, "", false, "idle"},
+		{Session{}, "/* unterminated", false, "idle"},
+		{Session{}, "UPDATE t SET autocommit = 0", false, "idle"},
+		{open, "rollback work", false, "idle"},
 		{Session{}, "INSERT INTO t VALUES (1)", true, "idle"},
 		{Session{}, "BEGIN", false, "open"},
 		{Session{}, "begin transaction isolation level serializable", false, "open"},
@@ -140,4 +147,12 @@ func FuzzSessionAfter(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestAnalyzeSetIsNotTxControl(t *testing.T) {
+	for _, q := range []string{"SET search_path = a", "SET k 1", "SET NAMES utf8mb4"} {
+		if Analyze(q).TxControl {
+			t.Errorf("Analyze(%q).TxControl = true: a SET of another variable pins nothing", q)
+		}
+	}
 }

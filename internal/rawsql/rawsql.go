@@ -1,0 +1,129 @@
+// Package rawsql runs a statement on a database/sql/driver connection
+// directly, below database/sql: what a Fencer or a verifier needs on a
+// connection it was handed as a driver.Conn. Standard library only.
+package rawsql
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"io"
+	"strconv"
+	"time"
+)
+
+// Exec runs query, which takes no arguments, on conn.
+func Exec(ctx context.Context, conn driver.Conn, query string) error {
+	if e, ok := conn.(driver.ExecerContext); ok {
+		_, err := e.ExecContext(ctx, query, nil)
+		if err != driver.ErrSkip {
+			return err
+		}
+	}
+	st, err := prepare(ctx, conn, query)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if e, ok := st.(driver.StmtExecContext); ok {
+		_, err = e.ExecContext(ctx, nil)
+		return err
+	}
+	_, err = st.Exec(nil) //nolint:staticcheck // the fallback database/sql uses
+	return err
+}
+
+// Scalar runs query, which takes no arguments, on conn and returns the first
+// column of its first row, or io.EOF if it returned no row.
+func Scalar(ctx context.Context, conn driver.Conn, query string) (driver.Value, error) {
+	var rows driver.Rows
+	var err error
+	if q, ok := conn.(driver.QueryerContext); ok {
+		rows, err = q.QueryContext(ctx, query, nil)
+	}
+	if rows == nil && (err == nil || err == driver.ErrSkip) {
+		var st driver.Stmt
+		if st, err = prepare(ctx, conn, query); err != nil {
+			return nil, err
+		}
+		defer st.Close()
+		if q, ok := st.(driver.StmtQueryContext); ok {
+			rows, err = q.QueryContext(ctx, nil)
+		} else {
+			rows, err = st.Query(nil) //nolint:staticcheck
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	dest := make([]driver.Value, len(rows.Columns()))
+	if len(dest) == 0 {
+		return nil, errors.New("rawsql: the query returned no column")
+	}
+	if err := rows.Next(dest); err != nil {
+		return nil, err
+	}
+	return dest[0], nil
+}
+
+// Int reads an integer value as drivers return it: int64, a decimal string
+// or []byte (go-sql-driver/mysql's text protocol), or another integer type.
+func Int(v driver.Value) (int64, error) {
+	switch x := v.(type) {
+	case int64:
+		return x, nil
+	case int32:
+		return int64(x), nil
+	case int:
+		return int64(x), nil
+	case uint32:
+		return int64(x), nil
+	case uint64:
+		return int64(x), nil
+	case []byte:
+		return strconv.ParseInt(string(x), 10, 64)
+	case string:
+		return strconv.ParseInt(x, 10, 64)
+	}
+	return 0, errors.New("rawsql: not an integer value")
+}
+
+func prepare(ctx context.Context, conn driver.Conn, query string) (driver.Stmt, error) {
+	if p, ok := conn.(driver.ConnPrepareContext); ok {
+		return p.PrepareContext(ctx, query)
+	}
+	return conn.Prepare(query)
+}
+
+// ErrNoRow is io.EOF under a name that says what it means here.
+var ErrNoRow = io.EOF
+
+// WaitNone runs query, a count, every poll (10 ms if 0) until it returns 0,
+// or ctx is done. A Fencer uses it to wait until the server no longer lists
+// a session it ended.
+func WaitNone(ctx context.Context, conn driver.Conn, query string, poll time.Duration) error {
+	if poll <= 0 {
+		poll = 10 * time.Millisecond
+	}
+	for {
+		v, err := Scalar(ctx, conn, query)
+		if err != nil {
+			return err
+		}
+		n, err := Int(v)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		t := time.NewTimer(poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
