@@ -330,12 +330,13 @@ func (c *conn) retry(ctx context.Context, op Op, firstErr error, fn func(ctx con
 		// statement with arguments, also after a reconnect).
 		return driver.ErrSkip
 	}
+	err = hideBadConn(err)
 	if op.fence != nil && errors.Is(err, ErrAmbiguous) && !attemptEnded(err) && ctx.Err() == nil && op.fence(ctx) == nil {
 		// The session that ran the write is gone: whatever the caller
 		// reads from now on is final, and an outer verify may trust it.
 		err = &endedError{err}
 	}
-	return hideBadConn(err)
+	return err
 }
 
 // ExecContext runs a statement, retried outside a transaction. It returns
@@ -347,8 +348,9 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	}
 	in, pinned := c.prologue(query, nil)
 	if pinned {
+		idle := !c.inTx && c.sess.MayAutocommit()
 		r, err := c.exec(ctx, query, args)
-		return r, c.pinnedDone(query, in, err)
+		return r, c.pinnedDone(ctx, query, in, idle, err)
 	}
 	p := c.c.p
 	p.countCall()
@@ -392,7 +394,16 @@ func (c *conn) prologue(query string, in *sqltext.Info) (sqltext.Info, bool) {
 // pinnedDone records what a pinned statement did to the session and returns
 // its error, which never matches driver.ErrBadConn: database/sql would run
 // the statement again on another connection, outside the transaction.
-func (c *conn) pinnedDone(query string, in sqltext.Info, err error) error {
+//
+// A pinned statement is never replayed, but its failure may still be of
+// unknown outcome for something that commits: a text run on an idle session
+// (CALL p(), which may commit inside; BEGIN; …; COMMIT), or on one that may
+// be in autocommit mode for all the layer knows, or a text of
+// transaction control (a COMMIT in SQL text whose connection was lost).
+// Such a failure ends in ErrAmbiguous, not a plain error. A statement
+// inside an open transaction commits nothing by itself: its error is
+// returned as it is, and the transaction's fate is decided at COMMIT.
+func (c *conn) pinnedDone(ctx context.Context, query string, in sqltext.Info, autocommit bool, err error) error {
 	if err == driver.ErrSkip {
 		return err // not run: database/sql prepares it instead
 	}
@@ -402,7 +413,26 @@ func (c *conn) pinnedDone(query string, in sqltext.Info, err error) error {
 	if err == nil {
 		return nil
 	}
-	return hideBadConn(c.failed(err))
+	err = hideBadConn(c.failed(err))
+	if ctx.Err() != nil || in.ReadOnly || !(autocommit || in.TxControl) {
+		return err
+	}
+	p := c.c.p
+	class := p.Classify(err)
+	if !in.OneStatement() {
+		class = rephaseParts(err, class)
+	} else if class.Phase == NotApplied && c.broken {
+		class = p.Classify(lostAfter(err)) // the session ended in reply: it may have committed first
+	}
+	if class.Phase != Unknown || class.Code == "context" {
+		return err
+	}
+	p.failures.Add(1)
+	name := in.Verb
+	if name == "" {
+		name = "statement"
+	}
+	return p.giveUp(Op{Name: name, Statement: query}, 1, class, err, ErrAmbiguous, true)
 }
 
 // exec runs one attempt of a statement on the inner connection, as
@@ -430,8 +460,9 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 	}
 	in, pinned := c.prologue(query, nil)
 	if pinned {
+		idle := !c.inTx && c.sess.MayAutocommit()
 		r, err := c.query(ctx, query, args)
-		return r, c.pinnedDone(query, in, err)
+		return r, c.pinnedDone(ctx, query, in, idle, err)
 	}
 	p := c.c.p
 	p.countCall()

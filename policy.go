@@ -473,7 +473,9 @@ func (p *Policy) nested(ctx context.Context, op Op, attempts int, class Class, e
 	if !errors.Is(inner.Cause, ErrAmbiguous) || op.idempotent || op.verify == nil {
 		return err
 	}
+	class = inner.Class // the verdict on the database's error, not on the inner loop's
 	class.Phase = Unknown
+	class.Ended = class.Ended || attemptEnded(err)
 	if ret, settled := p.settle(ctx, op, attempts, class, err); settled {
 		return ret
 	}
@@ -515,7 +517,7 @@ func (p *Policy) classify(err error, timedOut bool) Class {
 			Ended: p.classifier.Classify(err).Ended || attemptEnded(err)}
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return Class{Phase: Unknown, Code: "context", Reason: "a context other than the caller's ended the attempt: not a database fault"}
+		return Class{Phase: Unknown, Code: "context", Reason: "a context other than the caller's ended the attempt: not a database fault", Ended: attemptEnded(err)}
 	}
 	return p.Classify(err)
 }

@@ -102,8 +102,9 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 		if err := s.reprepare(ctx); err != nil {
 			return nil, hideBadConn(c.failed(err))
 		}
+		idle := !c.inTx && c.sess.MayAutocommit()
 		r, err := s.exec(ctx, args)
-		return r, c.pinnedDone(s.query, in, err)
+		return r, c.pinnedDone(ctx, s.query, in, idle, err)
 	}
 	p := c.c.p
 	p.countCall()
@@ -137,8 +138,9 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driv
 		if err := s.reprepare(ctx); err != nil {
 			return nil, hideBadConn(c.failed(err))
 		}
+		idle := !c.inTx && c.sess.MayAutocommit()
 		rows, err := s.queryOnce(ctx, args)
-		return rows, c.pinnedDone(s.query, in, err)
+		return rows, c.pinnedDone(ctx, s.query, in, idle, err)
 	}
 	p := c.c.p
 	p.countCall()

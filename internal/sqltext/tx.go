@@ -26,6 +26,11 @@ func (s Session) Pinned() bool {
 	return s.open || s.manual || s.txUnsure || s.modeOff
 }
 
+// MayAutocommit reports whether a statement run now may commit as it ends:
+// no transaction is known to be open and autocommit is not known to be off
+// (an Unsure session may be in autocommit mode).
+func (s Session) MayAutocommit() bool { return !s.open && !s.manual }
+
 // Unsure reports whether the state is not known for certain.
 func (s Session) Unsure() bool { return s.txUnsure || s.modeOff }
 

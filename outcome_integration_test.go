@@ -1,0 +1,421 @@
+package sqlretry_test
+
+// The outcome a caller is told, on the real servers where each wrong outcome
+// was seen: PostgreSQL 15, MariaDB 10.11 and SQLite.
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	sr "github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/internal/dbtest"
+	"github.com/sqlretry/sqlretry/mysql"
+	"github.com/sqlretry/sqlretry/postgres"
+	"github.com/sqlretry/sqlretry/sqlite"
+)
+
+// openMySQL opens a fresh MariaDB database through the Connector, with the
+// DSN's parameters changed by edit.
+func openMySQL(t *testing.T, c sr.Config, edit func(*gomysql.Config)) (*sql.DB, *sql.DB, *sr.Policy) {
+	t.Helper()
+	dsn := dbtest.FreshMySQL(t)
+	cfg, err := gomysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["innodb_lock_wait_timeout"] = "1"
+	if edit != nil {
+		edit(cfg)
+	}
+	c.Classifier = mysql.Classifier
+	p := newPolicy(t, c)
+	inner, err := gomysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(sr.Connector(inner, p))
+	raw, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close(); raw.Close() })
+	return db, raw, p
+}
+
+// lockRow holds a row lock in a transaction of its own until the test ends
+// or release is called.
+func lockRow(t *testing.T, raw *sql.DB, q string) (release func()) {
+	t.Helper()
+	tx, err := raw.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(q); err != nil {
+		t.Fatal(err)
+	}
+	done := false
+	release = func() {
+		if !done {
+			done = true
+			_ = tx.Rollback()
+		}
+	}
+	t.Cleanup(release)
+	return release
+}
+
+func count(t *testing.T, db *sql.DB, q string) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(q).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+// MariaDB with multiStatements: the INSERT commits, the UPDATE waits out
+// the lock and fails with 1205 (NotApplied for that statement). Replaying
+// the text would insert again.
+func TestMultiStatementNotReplayedMariaDB(t *testing.T) {
+	db, raw, _ := openMySQL(t, sr.Config{}, func(c *gomysql.Config) { c.MultiStatements = true })
+	mustExec(t, raw, "CREATE TABLE t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
+	mustExec(t, raw, "CREATE TABLE u (id INT PRIMARY KEY, v INT)")
+	mustExec(t, raw, "INSERT INTO u VALUES (1, 0)")
+	lockRow(t, raw, "SELECT * FROM u WHERE id = 1 FOR UPDATE")
+	_, err := db.Exec("INSERT INTO t (v) VALUES (1); UPDATE u SET v = v + 1 WHERE id = 1")
+	if !errors.Is(err, sr.ErrAmbiguous) {
+		t.Errorf("got %v, want ErrAmbiguous: the INSERT committed before the UPDATE failed", err)
+	}
+	if n := count(t, raw, "SELECT COUNT(*) FROM t"); n != 1 {
+		t.Errorf("%d rows inserted, want 1: the text was replayed", n)
+	}
+}
+
+// SQLite: the first statement commits to the main database, the second
+// finds the attached one locked (SQLITE_BUSY, NotApplied for it).
+func TestMultiStatementNotReplayedSQLite(t *testing.T) {
+	dir := t.TempDir()
+	mainPath, otherPath := filepath.Join(dir, "main.db"), filepath.Join(dir, "other.db")
+	p := newPolicy(t, sr.Config{Classifier: sqlite.Classifier})
+	attach := func(ctx context.Context, c driver.Conn) error {
+		_, err := c.(driver.ExecerContext).ExecContext(ctx, "ATTACH DATABASE '"+otherPath+"' AS other", nil)
+		return err
+	}
+	db, err := sr.OpenWith("sqlite", "file:"+mainPath, p, sr.ConnectorOptions{SessionInit: attach})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	mustExec(t, db, "CREATE TABLE t (v INT)")
+	mustExec(t, db, "CREATE TABLE other.u (v INT)")
+	blocker, err := sql.Open("sqlite", "file:"+otherPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Close()
+	tx, err := blocker.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec("INSERT INTO u VALUES (1)"); err != nil { // holds other.db's write lock
+		t.Fatal(err)
+	}
+	_, err = db.Exec("INSERT INTO t VALUES (1); INSERT INTO other.u VALUES (2)")
+	if !errors.Is(err, sr.ErrAmbiguous) {
+		t.Errorf("got %v, want ErrAmbiguous", err)
+	}
+	if n := count(t, db, "SELECT COUNT(*) FROM t"); n != 1 {
+		t.Errorf("%d rows in t, want 1: the text was replayed", n)
+	}
+}
+
+// PostgreSQL: a procedure (and a DO block) that commits and then fails on a
+// lock (55P03, NotApplied for the statement) committed its first part.
+func TestOpaqueBodyNotReplayedPostgres(t *testing.T) {
+	dsn := dbtest.FreshPostgres(t)
+	p := newPolicy(t, sr.Config{Classifier: postgres.Classifier})
+	inner, err := stdlib.GetDefaultDriver().(driver.DriverContext).OpenConnector(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(sr.Connector(inner, p))
+	defer db.Close()
+	raw, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	mustExec(t, raw, "CREATE TABLE t (v int)")
+	mustExec(t, raw, "CREATE TABLE u (id int PRIMARY KEY)")
+	mustExec(t, raw, "INSERT INTO u VALUES (1)")
+	mustExec(t, raw, `CREATE PROCEDURE p() LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO t VALUES (1);
+	COMMIT;
+	PERFORM 1 FROM u WHERE id = 1 FOR UPDATE NOWAIT;
+END $$`)
+	lockRow(t, raw, "SELECT * FROM u WHERE id = 1 FOR UPDATE")
+	for i, q := range []string{
+		"CALL p()",
+		"DO $$BEGIN INSERT INTO t VALUES (1); COMMIT; PERFORM 1 FROM u WHERE id = 1 FOR UPDATE NOWAIT; END$$",
+	} {
+		_, err := db.Exec(q)
+		if !errors.Is(err, sr.ErrAmbiguous) {
+			t.Errorf("%s: got %v, want ErrAmbiguous", q, err)
+		}
+		if n := count(t, raw, "SELECT count(*) FROM t"); n != i+1 {
+			t.Errorf("%s: %d rows in t, want %d: the body was replayed", q, n, i+1)
+		}
+	}
+}
+
+// deadlockVictim makes the next statement run on victim the victim of a
+// real InnoDB deadlock: a heavier transaction on raw holds row 2, victim
+// holds row 1 and waits for row 2, then the heavy one asks for row 1.
+// It returns once the heavy transaction is set up; run then waits.
+func deadlockVictim(t *testing.T, raw *sql.DB, run func() error) error {
+	t.Helper()
+	heavy, err := raw.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer heavy.Rollback()
+	for i := 0; i < 20; i++ { // weight: InnoDB rolls back the lighter transaction
+		if _, err := heavy.Exec("INSERT INTO filler VALUES ()"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := heavy.Exec("UPDATE k SET v = v + 1 WHERE id = 2"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- run() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for count(t, raw, "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the victim never waited for the lock")
+		}
+		time.Sleep(150 * time.Millisecond) // INNODB_TRX is cached for 100 ms
+	}
+	if _, err := heavy.Exec("UPDATE k SET v = v + 1 WHERE id = 1"); err != nil {
+		t.Fatalf("the heavy transaction was chosen as the victim: %v", err)
+	}
+	_ = heavy.Rollback()
+	return <-done
+}
+
+// A transaction opened in SQL text by a form the layer must recognise: the
+// deadlock victim's statement must not be replayed alone (it would run in a
+// new transaction without the INSERT before it, and the caller would commit
+// that).
+func TestSQLTextTransactionNotReplayedMariaDB(t *testing.T) {
+	for _, opener := range []string{
+		"SET autocommit := 0",
+		"SET sql_mode='', autocommit=0",
+		"SET @@local.autocommit=0",
+		"SET @@session.autocommit = OFF",
+		"XA START 'x1'",
+		"prepared: SET autocommit = ?",
+	} {
+		t.Run(opener, func(t *testing.T) {
+			db, raw, p := openMySQL(t, sr.Config{}, nil)
+			mustExec(t, raw, "CREATE TABLE t (v INT)")
+			mustExec(t, raw, "CREATE TABLE k (id INT PRIMARY KEY, v INT)")
+			mustExec(t, raw, "CREATE TABLE filler (id INT AUTO_INCREMENT PRIMARY KEY)")
+			mustExec(t, raw, "INSERT INTO k VALUES (1, 0), (2, 0)")
+			ctx := context.Background()
+			conn, err := db.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if q, ok := strings.CutPrefix(opener, "prepared: "); ok {
+				st, err := conn.PrepareContext(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := st.ExecContext(ctx, 0); err != nil {
+					t.Fatal(err)
+				}
+				st.Close()
+			} else if _, err := conn.ExecContext(ctx, opener); err != nil {
+				t.Fatal(err)
+			}
+			for _, q := range []string{"INSERT INTO t VALUES (1)", "UPDATE k SET v = v + 1 WHERE id = 1"} {
+				if _, err := conn.ExecContext(ctx, q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := p.Stats().Retries
+			err = deadlockVictim(t, raw, func() error {
+				_, err := conn.ExecContext(ctx, "UPDATE k SET v = v + 1 WHERE id = 2")
+				return err
+			})
+			if err == nil {
+				t.Fatal("the deadlocked UPDATE returned success: it was replayed outside its transaction")
+			}
+			if r := p.Stats().Retries - before; r != 0 {
+				t.Errorf("%d retries inside a transaction opened in SQL text, want 0", r)
+			}
+		})
+	}
+}
+
+// BEGIN; …; COMMIT in one text leaves the connection outside a transaction:
+// later statements on it are retried as usual.
+func TestSQLTextTransactionInOneTextEndsMariaDB(t *testing.T) {
+	db, raw, p := openMySQL(t, sr.Config{}, func(c *gomysql.Config) { c.MultiStatements = true })
+	mustExec(t, raw, "CREATE TABLE t (v INT)")
+	mustExec(t, raw, "CREATE TABLE u (id INT PRIMARY KEY, v INT)")
+	mustExec(t, raw, "INSERT INTO u VALUES (1, 0)")
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN; INSERT INTO t VALUES (1); COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	release := lockRow(t, raw, "SELECT * FROM u WHERE id = 1 FOR UPDATE")
+	go func() { time.Sleep(1500 * time.Millisecond); release() }()
+	before := p.Stats().Retries
+	if _, err := conn.ExecContext(ctx, "UPDATE u SET v = v + 1 WHERE id = 1"); err != nil {
+		t.Fatalf("got %v, want the lock wait timeout retried", err)
+	}
+	if r := p.Stats().Retries - before; r == 0 {
+		t.Error("no retry: the connection is still taken for one in a transaction")
+	}
+}
+
+// INSERT … RETURNING whose COMMIT waits for a synchronous standby that does
+// not exist: durable locally, then the backend is terminated in that wait.
+// The row is committed; the caller must not get a plain error.
+func TestWriteReturningRowsLostReplyPostgres(t *testing.T) {
+	srv := dbtest.StartPostgresWith(t, dbtest.Options{Settings: map[string]string{"synchronous_standby_names": "nostandby"}})
+	admin, err := sql.Open("pgx", srv.DSN()+"&synchronous_commit=local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	mustExec(t, admin, "CREATE TABLE t (id serial PRIMARY KEY, v int)")
+	p := newPolicy(t, sr.Config{Classifier: postgres.Classifier})
+	db, err := sr.Open("pgx", srv.DSN(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	go func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			var pid int
+			err := admin.QueryRow("SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep' LIMIT 1").Scan(&pid)
+			if err == nil {
+				_, _ = admin.Exec("SELECT pg_terminate_backend($1)", pid)
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	var id int
+	err = db.QueryRow("INSERT INTO t (v) VALUES (1) RETURNING id").Scan(&id)
+	if !errors.Is(err, sr.ErrAmbiguous) {
+		t.Errorf("got %v, want ErrAmbiguous", err)
+	}
+	if n := count(t, admin, "SELECT count(*) FROM t"); n != 1 {
+		t.Errorf("%d rows, want 1 (committed locally, never replayed)", n)
+	}
+}
+
+// waitIdle waits until no statement of the test's own database runs on the
+// server (the one a timed-out client left behind has finished).
+func waitIdle(t *testing.T, raw *sql.DB) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for count(t, raw, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND ID <> CONNECTION_ID() AND COMMAND = 'Query'") > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("a statement is still running after 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// With CommandTimeout, go-sql-driver/mysql closes its socket and MariaDB
+// runs the INSERT on. A verify reading "not applied" meanwhile is no proof:
+// without a Fencer the call is ambiguous and exactly one row lands; with
+// one, the session is killed first, and the verify's answer is final.
+func TestVerifyRacesTheTimedOutAttemptMariaDB(t *testing.T) {
+	const slowInsert = "INSERT INTO t (v) SELECT 1 FROM DUAL WHERE SLEEP(0.4) = 0"
+	t.Run("no fencer: ambiguous, one row", func(t *testing.T) {
+		_, raw, _ := openMySQL(t, sr.Config{}, nil)
+		mustExec(t, raw, "CREATE TABLE t (v INT)")
+		p := newPolicy(t, sr.Config{Classifier: mysql.Classifier, CommandTimeout: 100 * time.Millisecond})
+		verify := func(ctx context.Context) (bool, error) { return count(t, raw, "SELECT COUNT(*) FROM t") > 0, nil }
+		err := p.Do(context.Background(), sr.Write("insert", verify), func(ctx context.Context) error {
+			_, err := raw.ExecContext(ctx, slowInsert)
+			return err
+		})
+		if !errors.Is(err, sr.ErrAmbiguous) {
+			t.Errorf("got %v, want ErrAmbiguous", err)
+		}
+		waitIdle(t, raw)
+		if n := count(t, raw, "SELECT COUNT(*) FROM t"); n != 1 {
+			t.Errorf("%d rows, want 1", n)
+		}
+	})
+	t.Run("fencer: the session is killed, the verify's answer is final", func(t *testing.T) {
+		db, raw, _ := openMySQL(t, sr.Config{CommandTimeout: 100 * time.Millisecond, Fencer: mysql.Fencer{}}, nil)
+		mustExec(t, raw, "CREATE TABLE t (v INT)")
+		_, err := db.Exec(slowInsert)
+		if !errors.Is(err, sr.ErrAmbiguous) {
+			t.Errorf("Connector: got %v, want ErrAmbiguous", err)
+		}
+		waitIdle(t, raw)
+		if n := count(t, raw, "SELECT COUNT(*) FROM t"); n != 0 {
+			t.Errorf("Connector: %d rows, want 0: the fenced session's INSERT ran on", n)
+		}
+		// The same call inside Do with a verify: the inner layer fenced the
+		// session, so the outer verify's "not applied" is trusted.
+		outer := newPolicy(t, sr.Config{Classifier: mysql.Classifier})
+		verify := func(ctx context.Context) (bool, error) { return count(t, raw, "SELECT COUNT(*) FROM t") > 0, nil }
+		err = outer.Do(context.Background(), sr.Write("insert", verify), func(ctx context.Context) error {
+			_, err := db.ExecContext(ctx, slowInsert)
+			return err
+		})
+		if err == nil || errors.Is(err, sr.ErrAmbiguous) {
+			t.Errorf("outer Do: got %v, want a plain error: the verify proved the write absent", err)
+		}
+		waitIdle(t, raw)
+		if n := count(t, raw, "SELECT COUNT(*) FROM t"); n != 0 {
+			t.Errorf("outer Do: %d rows, want 0", n)
+		}
+	})
+}
+
+// go-sql-driver/mysql returns driver.ErrSkip for a statement with arguments
+// (database/sql then prepares it): that is no failure.
+func TestErrSkipIsNoFailureMariaDB(t *testing.T) {
+	db, raw, p := openMySQL(t, sr.Config{CommandTimeout: 5 * time.Second, CountCalls: true}, nil)
+	mustExec(t, raw, "CREATE TABLE t (v INT)")
+	for i := 0; i < 20; i++ {
+		if _, err := db.Exec("INSERT INTO t VALUES (?)", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := p.Stats(); s.Failures != 0 || s.GaveUp != 0 {
+		t.Errorf("Stats: %d failures, %d give-ups after 20 clean inserts, want 0 and 0", s.Failures, s.GaveUp)
+	}
+}
