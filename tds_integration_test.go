@@ -169,6 +169,54 @@ func TestTDSPermanentErrorIsNotReplayed(t *testing.T) {
 	}
 }
 
+// TestTDSServerErrorsWithNetworkNumbersAreNotRetried: SQL Server's own
+// messages 121 (INSERT ... SELECT with more columns than the insert list),
+// 203 (not a valid identifier), 233 (column cannot be null), 10053, 10054
+// and 11001 (OLE DB provider errors) are permanent. Their numbers are also
+// ones SqlClient stamps on its client-side network errors, at class 20;
+// sent by the server at their real severity, a write fails once with the
+// plain error: neither ErrAmbiguous nor retried.
+func TestTDSServerErrorsWithNetworkNumbersAreNotRetried(t *testing.T) {
+	for _, tc := range []struct {
+		number int32
+		class  uint8
+		msg    string
+	}{
+		{121, 15, "The select list for the INSERT statement contains more items than the insert list. The number of SELECT values must match the number of INSERT columns."},
+		{203, 16, "The name 'INSERT INTO t VALUES (1)' is not a valid identifier."},
+		{233, 16, "The column 'id' in table 't' cannot be null."},
+		{10053, 16, "Could not convert the data value due to reasons other than sign mismatch or overflow."},
+		{10054, 16, "The data value for one or more columns overflowed the type used by the provider."},
+		{11001, 16, "Non-NULL value successfully returned."},
+	} {
+		for _, op := range []sqlretry.Op{sqlretry.Write("insert", nil), sqlretry.Idempotent("insert-idempotent")} {
+			srv := tdstest.Start(t, tdstest.Script{Rules: []tdstest.Rule{
+				{Match: "INSERT", Reply: tdstest.Fail(tc.number, tc.class, tc.msg)},
+			}})
+			p := tdsPolicy(t, sqlretry.Config{})
+			db, err := sql.Open("sqlserver", srv.DSN())
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = p.Do(tdsCtx(t), op, func(ctx context.Context) error {
+				_, err := db.ExecContext(ctx, "INSERT INTO t SELECT a, b FROM s")
+				return err
+			})
+			db.Close()
+			var me msdriver.Error
+			switch {
+			case !errors.As(err, &me) || me.Number != tc.number:
+				t.Errorf("%d (%s): got %v, want the mssql.Error", tc.number, op.Name, err)
+			case errors.Is(err, sqlretry.ErrAmbiguous), errors.Is(err, sqlretry.ErrRetriesExhausted):
+				t.Errorf("%d (%s): got %v, want the plain permanent error", tc.number, op.Name, err)
+			}
+			if got := srv.Count(tdstest.Statement, "INSERT"); got != 1 {
+				t.Errorf("%d (%s): INSERTs received: got %d, want 1 (not retried)", tc.number, op.Name, got)
+			}
+		}
+	}
+}
+
 // insertTx is a transaction function that inserts one row.
 func insertTx(ctx context.Context, tx *sql.Tx) error {
 	_, err := tx.ExecContext(ctx, "INSERT INTO orders (id) VALUES (@p1)", 1)
@@ -197,13 +245,19 @@ func TestTDSCommitReplyLostIsAmbiguousWithoutVerify(t *testing.T) {
 	}
 }
 
+// TestTDSCommitReplyLostIsVerified: a lost COMMIT reply is settled by the
+// Op's Verify. "Applied" ends the call with success. "Not applied" is not
+// trusted without a Fencer (the package mssql has none: a server may still
+// be running the attempt), so the call ends with ErrAmbiguous instead of
+// running the transaction again.
 func TestTDSCommitReplyLostIsVerified(t *testing.T) {
 	for _, tc := range []struct {
-		fault       tdstest.Fault
-		wantInserts int // INSERTs received: 2 when verify said "not applied" and the transaction ran again
+		fault         tdstest.Fault
+		wantAmbiguous bool
+		wantCommitted int
 	}{
-		{tdstest.DropAfterApply, 1},
-		{tdstest.Drop, 2},
+		{tdstest.DropAfterApply, false, 1},
+		{tdstest.Drop, true, 0},
 	} {
 		t.Run(tc.fault.String(), func(t *testing.T) {
 			srv := tdstest.Start(t, tdstest.Script{
@@ -224,20 +278,21 @@ func TestTDSCommitReplyLostIsVerified(t *testing.T) {
 				err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM orders WHERE id = 1").Scan(&n)
 				return n > 0, err
 			}
-			if err := sqlretry.RunTx(tdsCtx(t), db, p, sqlretry.Write("place-order", verify), nil, insertTx); err != nil {
-				t.Fatalf("RunTx: %v", err)
+			err := sqlretry.RunTx(tdsCtx(t), db, p, sqlretry.Write("place-order", verify), nil, insertTx)
+			if tc.wantAmbiguous != errors.Is(err, sqlretry.ErrAmbiguous) || (!tc.wantAmbiguous && err != nil) {
+				t.Fatalf("RunTx: got %v, want ambiguous %v", err, tc.wantAmbiguous)
 			}
 			if got := verifies.Load(); got != 1 {
 				t.Errorf("verify calls: got %d, want 1", got)
 			}
-			if got := srv.Count(tdstest.Statement, "INSERT"); got != tc.wantInserts {
-				t.Errorf("INSERTs received: got %d, want %d", got, tc.wantInserts)
+			if got := srv.Count(tdstest.Statement, "INSERT"); got != 1 {
+				t.Errorf("INSERTs received: got %d, want 1 (never replayed)", got)
 			}
-			if got := srv.Committed(); got != 1 {
-				t.Errorf("transactions committed: got %d, want exactly 1", got)
+			if got := srv.Committed(); got != tc.wantCommitted {
+				t.Errorf("transactions committed: got %d, want %d", got, tc.wantCommitted)
 			}
-			if got := srv.Applied("INSERT"); got != 1 {
-				t.Errorf("INSERTs applied: got %d, want exactly 1", got)
+			if got := srv.Applied("INSERT"); got != tc.wantCommitted {
+				t.Errorf("INSERTs applied: got %d, want %d", got, tc.wantCommitted)
 			}
 		})
 	}

@@ -17,7 +17,68 @@ const (
 	srcSeed000        = "seed 000: the job queue's SqlRetryPolicy transient list (1205, -2, 4060, 40197, 40501, 40613)"
 	srcPermanent      = "MicrosoftDocs/sql-docs database-engine-events-and-errors; EntityFramework.Exceptions; r2dbc-mssql ExceptionFactory (sql-errors.md §7.2, §2.6)"
 	srcDriver         = "go-mssqldb v1.11.2 mssql.go checkServerAbortedTransaction (sql-errors.md §2.7)"
+	// srcSNI backs the class gate on the client-side network numbers.
+	srcSNI = "Microsoft.Data.SqlClient TdsParser.ProcessSNIError: the SNI or Win32 native error becomes SqlError.Number at class 20 (TdsEnums.FATAL_ERROR_CLASS), dotnet/SqlClient; go-mssqldb reports only server ERROR tokens as mssql.Error (token.go parseError72) (classification-vs-peers.md §2.2, §2.3)"
+	// srcCatalogue0, srcCatalogue10000 and srcCatalogue11000 are the server
+	// messages (sys.messages) with the same numbers.
+	srcCatalogue0     = "MicrosoftDocs/sql-docs docs/relational-databases/errors-events/includes/database-engine-events-and-errors-0-999.md"
+	srcCatalogue10000 = "MicrosoftDocs/sql-docs docs/relational-databases/errors-events/includes/database-engine-events-and-errors-10000-10999.md"
+	srcCatalogue11000 = "MicrosoftDocs/sql-docs docs/relational-databases/errors-events/includes/database-engine-events-and-errors-11000-12999.md"
 )
+
+// fatalClass is the lowest class (severity) of an error that ends the
+// session; SqlClient gives its own network errors this class.
+const fatalClass = 20
+
+// A netRow is a number Microsoft's SqlClient stamps on its own client-side
+// network errors (an SNI or Win32 error code), at class 20. go-mssqldb
+// never produces such an error: it reports transport failures as net
+// errors, io.EOF, StreamError or RetryableError, and an mssql.Error only for
+// an ERROR token the server sent. Several of these numbers are also server
+// messages, permanent errors sent at class 15 or 16; so the network verdict
+// applies only at class 20 and above, and below that the number is the
+// server's.
+type netRow struct {
+	n       int32
+	phase   sr.Phase // as a network error
+	reason  string   // as a network error
+	sources []string // the lists that hold it as a network error
+	// server is the server's own message with the number, if the catalogue
+	// has one: its severity and text.
+	server *serverMsg
+}
+
+type serverMsg struct {
+	severity uint8
+	text     string
+	source   string
+}
+
+// network is SqlClient's client-side network numbers. Phases: a transport
+// error may follow the send (EF Core's own comments show 10053 "when
+// receiving results" and 10054 "when sending the request", and SqlClient
+// stamps whatever native error the failed socket or pipe operation gave),
+// so only the errors that can only happen before a connection exists are
+// not sent: 11001 (host not found) and 20 (the server does not support
+// encryption, found in the pre-login exchange).
+var network = []netRow{
+	{20, sr.NotSent, "the instance of SQL Server does not support encryption (DBNETLIB, pre-login): nothing was sent", []string{srcEFCore}, nil},
+	{64, sr.Unknown, "the specified network name is no longer available (ERROR_NETNAME_DELETED): the connection broke, possibly after the request was sent", []string{srcEFCore, srcJDBC}, nil},
+	{121, sr.Unknown, "the semaphore timeout period has expired (ERROR_SEM_TIMEOUT, a transport error): the request may have reached the server", []string{srcEFCore},
+		&serverMsg{15, "the select list for the INSERT statement contains more items than the insert list", srcCatalogue0}},
+	{203, sr.Unknown, "a transport error during the pre-login handshake or after it (EF Core retries it only with a Win32 inner exception): the request may have reached the server", []string{srcEFCore},
+		&serverMsg{16, "the name is not a valid identifier (EXEC @sql without parentheses)", srcCatalogue0}},
+	{233, sr.Unknown, "no process is on the other end of the pipe (ERROR_PIPE_NOT_CONNECTED): the connection broke, possibly after the request was sent", []string{srcEFCore, srcSqlClient, srcJDBC},
+		&serverMsg{16, "the column in the table cannot be null", srcCatalogue0}},
+	{997, sr.Unknown, "overlapped I/O operation is in progress (ERROR_IO_PENDING, named pipes): the connection broke, possibly after the request was sent", []string{srcEFCore, srcSqlClient}, nil},
+	{10053, sr.Unknown, "transport-level error: the connection was aborted (WSAECONNABORTED); the request may have reached the server", []string{srcEFCore, srcJDBC},
+		&serverMsg{16, "could not convert the data value due to reasons other than sign mismatch or overflow (OLE DB provider)", srcCatalogue10000}},
+	{10054, sr.Unknown, "transport-level error: the connection was forcibly closed (WSAECONNRESET); the request may have reached the server", []string{srcEFCore, srcJDBC},
+		&serverMsg{16, "the data value for one or more columns overflowed the type used by the provider (OLE DB provider)", srcCatalogue10000}},
+	{10060, sr.Unknown, "the connected party did not respond in time (WSAETIMEDOUT): the connection broke, possibly after the request was sent", []string{srcEFCore, srcSqlClient}, nil},
+	{11001, sr.NotSent, "the host was not found (WSAHOST_NOT_FOUND): no connection was made, nothing was sent", []string{srcEFCore},
+		&serverMsg{16, "Non-NULL value successfully returned (OLE DB status)", srcCatalogue11000}},
+}
 
 // A row is one error number and what a failure with it tells.
 type row struct {
@@ -43,12 +104,13 @@ var minDelay = map[int32]time.Duration{
 
 // Phases: server-reported transient errors are not applied (the server
 // refused or rolled the request back); login-phase numbers are not sent
-// (nothing ran); transport errors, client timeouts, failover reports and
-// errors that say the outcome is unknown are unknown.
+// (nothing ran); client timeouts, failover reports and errors that say the
+// outcome is unknown are unknown.
 var blocks = []block{
 	// In EF Core's list only (the message texts are its source comments,
-	// first sentence). 203: EF Core retries it only with a Win32 inner
-	// exception, which a Go driver never has; kept, as nothing ran.
+	// first sentence). SqlClient's client-side network numbers (20, 64,
+	// 121, 203, 233, 997, 10053, 10054, 10060, 11001) are in network, not
+	// here.
 	{true, []string{srcEFCore}, []row{
 		{49983, sr.NotApplied, "The '%ls' operation failed to complete"},
 		{49977, sr.NotApplied, "The elastic pool '%ls' is busy with another operation"},
@@ -144,7 +206,6 @@ var blocks = []block{
 		{14817, sr.NotApplied, "The server '%s' is not accessible"},
 		{14355, sr.NotApplied, "The MSSQLServerADHelper service is busy"},
 		{11539, sr.NotApplied, "One of the types specified in WITH RESULT SETS clause has been modified after the EXECUTE statement started..."},
-		{11001, sr.NotSent, "An error has occurred while establishing a connection to the server"},
 		{10936, sr.NotApplied, "Resource ID : %d"},
 		{10930, sr.NotApplied, "The service is currently too busy"},
 		{10922, sr.NotApplied, "%ls failed"},
@@ -200,9 +261,6 @@ var blocks = []block{
 		{615, sr.NotApplied, "Could not find database ID %d, name '%.*ls'"},
 		{601, sr.NotApplied, "Could not continue scan with NOLOCK due to data movement"},
 		{539, sr.NotApplied, "Schema changed after the target table was created"},
-		{203, sr.NotSent, "error during the pre-login handshake: nothing ran (EF Core retries it only with a Win32 inner exception, which Go drivers never give)"},
-		{121, sr.Unknown, "the semaphore timeout period has expired (a transport error): the request may have reached the server"},
-		{20, sr.NotSent, "The instance of SQL Server you attempted to connect to does not support encryption"},
 	}},
 	// In EF Core's, SqlClient's baseline and the JDBC driver's lists.
 	{true, []string{srcEFCore, srcSqlClient, srcJDBC}, []row{
@@ -210,7 +268,6 @@ var blocks = []block{
 		{49919, sr.NotApplied, "cannot process create or update request: too many operations in progress for the subscription"},
 		{49918, sr.NotApplied, "cannot process request: not enough resources (control plane busy)"},
 		{4221, sr.NotSent, "Login to read-secondary failed due to long wait on 'HADR_DATABASE_WAIT_FOR_TRANSITION_TO_VERSIONING'"},
-		{233, sr.NotSent, "The client was unable to establish a connection because of an error during connection initialization proces..."},
 	}},
 	// In EF Core's, SqlClient's baseline and login, and the JDBC driver's lists.
 	{true, []string{srcEFCore, srcSqlClient, srcSqlClientLogin, srcJDBC}, []row{
@@ -230,17 +287,8 @@ var blocks = []block{
 	}},
 	// In EF Core's and SqlClient's baseline lists.
 	{true, []string{srcEFCore, srcSqlClient}, []row{
-		{10060, sr.NotSent, "A network-related or instance-specific error occurred while establishing a connection to SQL Server"},
 		{1222, sr.NotApplied, "lock request time out period exceeded: the statement was aborted (the transaction survives unless XACT_ABORT is ON); re-run the whole transaction"},
 		{1204, sr.NotApplied, "cannot obtain a LOCK resource at this time: the statement failed; rerun when there are fewer active users"},
-		{997, sr.NotSent, "A connection was successfully established with the server, but then an error occurred during the login process"},
-	}},
-	// In EF Core's and the JDBC driver's lists (client-side network errors in
-	// SqlClient; go-mssqldb reports these as net errors instead).
-	{true, []string{srcEFCore, srcJDBC}, []row{
-		{10054, sr.Unknown, "transport-level error: the connection was forcibly closed; the request may have reached the server"},
-		{10053, sr.Unknown, "transport-level error receiving results: the connection broke after the request was sent"},
-		{64, sr.NotSent, "A connection was successfully established with the server, but then an error occurred during the login process"},
 	}},
 	// In EF Core's, SqlClient's baseline and seed 000's lists.
 	{true, []string{srcEFCore, srcSqlClient, srcSeed000}, []row{

@@ -16,10 +16,20 @@ type Entry struct {
 	Code string
 	// Number is the error number.
 	Number int32
-	// Class is the verdict for the number.
+	// Class is the verdict for the number as SQL Server sends it, which is
+	// what [Lookup] reads. For a number no server message has (20, 64, 997,
+	// 10060: SqlClient's own network errors), it is Network.
 	Class sr.Class
 	// Source says where the verdict comes from; several lists may agree.
 	Source string
+	// Network is set (its Code is not empty) for the numbers Microsoft's
+	// SqlClient stamps on its own client-side network errors, at class 20.
+	// It is the verdict [Classify] gives such a number only when the error
+	// came with class 20 or above; below that the number is the server's
+	// (Class, or for a number no server message has, the severity rules).
+	// go-mssqldb reports only server errors, so through it the network
+	// verdict is never met.
+	Network sr.Class
 }
 
 // userDefined is the first number of RAISERROR/THROW's application range.
@@ -36,8 +46,10 @@ type (
 )
 
 var (
-	byNumber = map[int32]sr.Class{}
-	rows     []Entry // sorted by Number
+	byNumber  = map[int32]sr.Class{} // what Lookup reads
+	byNetwork = map[int32]sr.Class{} // SqlClient's network numbers, at class 20 and above
+	byServer  = map[int32]sr.Class{} // the server's message with a network number
+	rows      []Entry                // sorted by Number
 )
 
 func init() {
@@ -59,6 +71,26 @@ func init() {
 			rows = append(rows, Entry{Code: code, Number: r.n, Class: c, Source: src})
 		}
 	}
+	for _, r := range network {
+		code := strconv.Itoa(int(r.n))
+		if _, dup := byNumber[r.n]; dup {
+			panic("mssql: error number " + code + " listed twice")
+		}
+		src := "at class 20 and above, SqlClient's client-side network error: " + srcSNI
+		for _, s := range r.sources {
+			src += "; " + s
+		}
+		net := sr.Class{Retryable: true, Phase: r.phase, Code: code, Reason: r.reason + " (SqlClient's network error, class 20)"}
+		byNetwork[r.n] = net
+		e := Entry{Code: code, Number: r.n, Class: net, Source: src, Network: net}
+		if m := r.server; m != nil {
+			e.Class = sr.Class{Phase: sr.NotApplied, Code: code, Reason: m.text + " (server message, severity " + strconv.Itoa(int(m.severity)) + "): permanent"}
+			e.Source = "below class 20, the server's message: " + m.source + "; " + src
+			byServer[r.n] = e.Class
+		}
+		byNumber[r.n] = e.Class
+		rows = append(rows, e)
+	}
 	slices.SortFunc(rows, func(a, b Entry) int { return cmp.Compare(a.Number, b.Number) })
 }
 
@@ -67,14 +99,19 @@ func init() {
 var Classifier sr.Classifier = sr.ClassifierFunc(Classify)
 
 // Classify gives SQL Server's verdict on err. It reads the error number
-// through the SQLErrorNumber() method go-mssqldb's mssql.Error exports; when
-// the last error the server sent is not retryable it also looks at the
-// earlier ones in mssql.Error.All, as EF Core walks every SqlError. An
-// unlisted number is judged by its severity: 13 (deadlock) is retryable and
-// not applied, 20 and above (fatal, the connection is severed) is not
-// retried with an unknown outcome, the rest is permanent. driver.ErrBadConn,
-// which go-mssqldb's RetryableError matches, is retryable and not sent.
-// Anything else goes to [sr.ClassifyNeutral]. It never panics.
+// through the SQLErrorNumber() method go-mssqldb's mssql.Error exports, and
+// its class (severity) through SQLErrorClass(); when the last error the
+// server sent is not retryable it also looks at the earlier ones in
+// mssql.Error.All, as EF Core walks every SqlError. The numbers SqlClient
+// stamps on its own network errors (see [Entry].Network) count as network
+// errors only at class 20 and above: below that they are the server's
+// messages with the same numbers, permanent errors (121, 203, 233, 10053,
+// 10054, 11001). An unlisted number is judged by its severity: 13
+// (deadlock) is retryable and not applied, 20 and above (fatal, the
+// connection is severed) is not retried with an unknown outcome, the rest
+// is permanent. driver.ErrBadConn, which go-mssqldb's RetryableError
+// matches, is retryable and not sent. Anything else goes to
+// [sr.ClassifyNeutral]. It never panics.
 func Classify(err error) (c sr.Class) {
 	if err == nil {
 		return sr.ClassifyNeutral(nil)
@@ -86,18 +123,18 @@ func Classify(err error) (c sr.Class) {
 	}()
 	if e, ok := errors.AsType[numberer](err); ok {
 		n := e.SQLErrorNumber()
-		if c, ok := byNumber[n]; ok && c.Retryable {
+		var sev uint8
+		if s, ok := e.(severitier); ok {
+			sev = s.SQLErrorClass()
+		}
+		if c, ok := verdict(n, sev); ok && c.Retryable {
 			return c
 		}
 		if c, ok := retryableInAll(e); ok {
 			return c
 		}
-		if c, ok := lookupNumber(n); ok {
+		if c, ok := verdict(n, sev); ok {
 			return c
-		}
-		var sev uint8
-		if s, ok := e.(severitier); ok {
-			sev = s.SQLErrorClass()
 		}
 		return bySeverity(n, sev)
 	}
@@ -109,6 +146,19 @@ func Classify(err error) (c sr.Class) {
 }
 
 var panicked = sr.Class{Phase: sr.Unknown, Code: "panic", Reason: "the error's methods panicked while being classified: not retried"}
+
+// verdict finds the listed verdict on number n sent with class sev: a
+// network number's at class 20 and above, else the server's.
+func verdict(n int32, sev uint8) (sr.Class, bool) {
+	if net, ok := byNetwork[n]; ok {
+		if sev >= fatalClass {
+			return net, true
+		}
+		c, ok := byServer[n]
+		return c, ok // no server message: judged by severity
+	}
+	return lookupNumber(n)
+}
 
 // lookupNumber finds a listed number, the user-defined range included.
 func lookupNumber(n int32) (sr.Class, bool) {
@@ -165,7 +215,11 @@ func retryableInAll(e error) (sr.Class, bool) {
 		if !num.IsValid() || !num.CanInt() {
 			return sr.Class{}, false
 		}
-		if c, ok := byNumber[int32(num.Int())]; ok && c.Retryable {
+		var sev uint8
+		if cl := el.FieldByName("Class"); cl.IsValid() && cl.CanUint() {
+			sev = uint8(cl.Uint())
+		}
+		if c, ok := verdict(int32(num.Int()), sev); ok && c.Retryable {
 			return c, true
 		}
 	}
@@ -175,7 +229,10 @@ func retryableInAll(e error) (sr.Class, bool) {
 // Lookup returns SQL Server's verdict on a bare error number, as the command
 // sees it: ok is false when the number is not listed (it is then not
 // retryable) or malformed (see [ValidCode]). A bare number carries no
-// severity, so the severity rules of [Classify] do not apply.
+// severity, so the severity rules of [Classify] do not apply: a number that
+// is both a server message and one of SqlClient's network errors is read as
+// the server's (what go-mssqldb reports), and [Entry].Network gives the
+// other reading.
 func Lookup(code string) (sr.Class, bool) {
 	n, err := parse(code)
 	if err != nil {

@@ -31,11 +31,17 @@ func TestTableHoldsTheUnion(t *testing.T) {
 	if len(efCore) != 176 {
 		t.Fatalf("test data: EF Core list has %d numbers, want 176", len(efCore))
 	}
+	entries := map[int32]Entry{}
+	for _, e := range Table() {
+		entries[e.Number] = e
+	}
+	// Every number of every list is retryable as the list means it: a
+	// server error, or SqlClient's client-side network error (at class 20).
 	for name, list := range map[string][]int32{"EF Core": efCore, "SqlClient": sqlClient, "JDBC": jdbc, "seed 000": seed000} {
 		for _, n := range list {
-			c, ok := Lookup(strconv.Itoa(int(n)))
-			if !ok || !c.Retryable {
-				t.Errorf("%s number %d: got (Retryable:%v, listed:%v), want retryable and listed", name, n, c.Retryable, ok)
+			e, ok := entries[n]
+			if !ok || !(e.Class.Retryable || e.Network.Retryable) {
+				t.Errorf("%s number %d: got (%+v, listed:%v), want retryable and listed", name, n, e, ok)
 			}
 		}
 	}
@@ -45,14 +51,81 @@ func TestTableHoldsTheUnion(t *testing.T) {
 			t.Errorf("permanent number %d: got (Retryable:%v, listed:%v), want not retryable and listed", n, c.Retryable, ok)
 		}
 	}
-	retryable := 0
+	retryable, network := 0, 0
 	for _, e := range Table() {
-		if e.Class.Retryable {
+		if e.Class.Retryable || e.Network.Retryable {
 			retryable++
+		}
+		if e.Network.Code != "" {
+			network++
 		}
 	}
 	if retryable != 179 {
 		t.Errorf("got %d retryable numbers, want 179 (EF Core 176 + 40020, 40166 + -2)", retryable)
+	}
+	if network != 10 {
+		t.Errorf("got %d SqlClient network numbers, want 10 (20, 64, 121, 203, 233, 997, 10053, 10054, 10060, 11001)", network)
+	}
+}
+
+// serverClass is the class (severity) a test sends e.Number with so that
+// e.Class applies: 16 for a server message, 20 for a number only SqlClient
+// uses (its network errors have class 20).
+func serverClass(e Entry) uint8 {
+	if e.Network.Code != "" && e.Class == e.Network {
+		return fatalClass
+	}
+	return 16
+}
+
+// TestNetworkNumbersDependOnClass: the numbers SqlClient stamps on its own
+// network errors are, when the server sends them, permanent catalogue
+// errors. Only at class 20 and above are they network errors.
+func TestNetworkNumbersDependOnClass(t *testing.T) {
+	for _, c := range []struct {
+		n         int32
+		class     uint8
+		retryable bool
+		phase     sr.Phase
+	}{
+		// The server's messages, at their severities (sys.messages).
+		{121, 15, false, sr.NotApplied},   // select list of INSERT ... SELECT has more items than the insert list
+		{203, 16, false, sr.NotApplied},   // not a valid identifier (EXEC @sql)
+		{233, 16, false, sr.NotApplied},   // the column cannot be null
+		{10053, 16, false, sr.NotApplied}, // OLE DB provider: could not convert the data value
+		{10054, 16, false, sr.NotApplied}, // OLE DB provider: the data value overflowed
+		{11001, 16, false, sr.NotApplied}, // OLE DB status: non-NULL value successfully returned
+		// No server message has these: an unlisted number below class 20.
+		{20, 16, false, sr.NotApplied},
+		{64, 16, false, sr.NotApplied},
+		{997, 16, false, sr.NotApplied},
+		{10060, 16, false, sr.NotApplied},
+		// SqlClient's network errors, class 20. Only a failure that can
+		// only come before a connection exists is not sent.
+		{20, 20, true, sr.NotSent},
+		{11001, 20, true, sr.NotSent},
+		{64, 20, true, sr.Unknown},
+		{121, 20, true, sr.Unknown},
+		{203, 20, true, sr.Unknown},
+		{233, 20, true, sr.Unknown},
+		{997, 20, true, sr.Unknown},
+		{10053, 20, true, sr.Unknown},
+		{10054, 20, true, sr.Unknown},
+		{10060, 20, true, sr.Unknown},
+		{10060, 24, true, sr.Unknown},
+	} {
+		for kind, err := range map[string]error{
+			"bare": gomssql.Error{Number: c.n, Class: c.class},
+			"all":  gomssql.Error{Number: 266, Class: 16, All: []gomssql.Error{{Number: c.n, Class: c.class}, {Number: 266, Class: 16}}},
+		} {
+			got := Classify(err)
+			if got.Retryable != c.retryable || got.Phase != c.phase {
+				t.Errorf("%d at class %d (%s): got %+v, want Retryable %v, Phase %v", c.n, c.class, kind, got, c.retryable, c.phase)
+			}
+			if kind == "bare" && got.Code != strconv.Itoa(int(c.n)) {
+				t.Errorf("%d at class %d: got Code %q", c.n, c.class, got.Code)
+			}
+		}
 	}
 }
 
@@ -63,16 +136,22 @@ func TestClassifyEveryEntry(t *testing.T) {
 		if e.Source == "" || e.Class.Reason == "" || e.Class.Code != e.Code {
 			t.Errorf("%s: row has no source or reason, or a Class.Code %q", e.Code, e.Class.Code)
 		}
-		msErr := gomssql.Error{Number: e.Number, Class: 16, Message: "m"}
+		class := serverClass(e)
+		msErr := gomssql.Error{Number: e.Number, Class: class, Message: "m"}
 		errs := map[string]error{
 			"bare":    msErr,
 			"wrapped": fmt.Errorf("exec: %w", msErr),
 			"joined":  errors.Join(errors.New("other"), msErr),
-			"all":     gomssql.Error{Number: e.Number, Class: 16, All: []gomssql.Error{msErr}},
+			"all":     gomssql.Error{Number: e.Number, Class: class, All: []gomssql.Error{msErr}},
 		}
 		for kind, err := range errs {
 			if got := Classify(err); got != e.Class {
 				t.Errorf("%s %s: got %+v, want %+v", e.Code, kind, got, e.Class)
+			}
+		}
+		if e.Network.Code != "" {
+			if got := Classify(fmt.Errorf("exec: %w", gomssql.Error{Number: e.Number, Class: 20})); got != e.Network {
+				t.Errorf("%s at class 20: got %+v, want the network verdict %+v", e.Code, got, e.Network)
 			}
 		}
 	}
@@ -91,13 +170,11 @@ func TestClassifyNamedNumbers(t *testing.T) {
 		{40501, true, sr.NotApplied, 10 * time.Second},
 		{4060, true, sr.NotSent, 0},
 		{40613, true, sr.NotSent, 0},
-		{233, true, sr.NotSent, 0},
-		{64, true, sr.NotSent, 0},
 		{4221, true, sr.NotSent, 0},
 		{42108, true, sr.NotSent, 0},
 		{42109, true, sr.NotSent, 0},
-		{10053, true, sr.Unknown, 0},
-		{10054, true, sr.Unknown, 0},
+		{233, false, sr.NotApplied, 0}, // the server's 233; SqlClient's is class 20 (TestNetworkNumbersDependOnClass)
+		{121, false, sr.NotApplied, 0},
 		{40197, true, sr.Unknown, 0},
 		{40020, true, sr.Unknown, 0},
 		{40166, true, sr.Unknown, 0},

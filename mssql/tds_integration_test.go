@@ -10,6 +10,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,22 +23,47 @@ import (
 	"github.com/sqlretry/sqlretry/mssql"
 )
 
-// severity is the class the responder sends a number with: the one SQL
-// Server uses where it is well known, else 16. Listed numbers are
-// classified by number, so the class must not matter; TestTDSSeverity checks
-// the fallback for unlisted ones.
-func severity(n int32) uint8 {
-	switch n {
-	case 1205:
-		return 13
-	case 4060:
-		return 11
-	case 18456, 2627, 2601:
-		return 14
-	case 40613, 40501, 40197:
-		return 17
+// catalogueSeverity is the severity SQL Server sends each number with, as
+// sys.messages lists it in MicrosoftDocs/sql-docs
+// (docs/relational-databases/errors-events/includes/database-engine-events-and-errors-*.md)
+// or, for Azure SQL's numbers, in azure-sql/database/troubleshoot-common-errors-issues.md
+// (4221, 10928, 10929, 10936, 40197, 40501, 40613, 49918-49920).
+var catalogueSeverity = map[int32]uint8{
+	102: 15, 106: 16, 121: 15, 130: 16, 137: 15, 156: 15, 201: 16, 203: 16, 206: 16, 207: 16,
+	208: 16, 209: 16, 213: 16, 220: 16, 229: 14, 230: 14, 232: 16, 233: 16, 241: 16, 242: 16,
+	245: 16, 262: 16, 267: 16, 515: 16, 539: 16, 544: 16, 547: 16, 565: 18, 601: 12, 615: 21,
+	617: 20, 669: 22, 921: 14, 926: 14, 927: 14, 952: 16, 982: 14, 988: 14,
+	1203: 20, 1204: 19, 1205: 13, 1221: 20, 1222: 16, 1404: 16, 1413: 16, 1421: 16, 1438: 16,
+	1532: 20, 1533: 20, 1534: 20, 1535: 20, 1807: 17,
+	2601: 14, 2627: 14, 2628: 16, 2812: 16,
+	3429: 10, 3635: 16, 3902: 16, 3903: 16, 3935: 16, 3950: 16, 3953: 16, 3957: 16, 3960: 16,
+	3966: 17, 3980: 16,
+	4060: 11, 4117: 16, 4184: 16, 4221: 16, 4408: 19,
+	6292: 16, 7951: 10, 8114: 16, 8115: 16, 8134: 16, 8152: 16, 8628: 17, 8645: 17, 8651: 17,
+	9515: 16, 10053: 16, 10054: 16, 10922: 16, 10928: 20, 10929: 20, 10936: 20, 11001: 16,
+	14355: 16, 17197: 16, 17889: 16, 18401: 14, 18456: 14, 20041: 16, 21503: 10,
+	40197: 17, 40501: 20, 40613: 17, 49918: 16, 49919: 16, 49920: 16,
+}
+
+// severity is the class the responder sends e.Number with: its catalogue
+// severity; class 20 for a number only SqlClient uses (its network errors
+// have class 20: TdsParser.ProcessSNIError); and 16, the class of most
+// errors, for the numbers the public catalogue pages do not list (Azure
+// SQL's and recent ones, the user range).
+func severity(e mssql.Entry) uint8 {
+	if s, ok := catalogueSeverity[e.Number]; ok {
+		return s
+	}
+	if e.Network.Code != "" && e.Class == e.Network {
+		return 20
 	}
 	return 16
+}
+
+// fail is the responder's reply for number n at class: an error that ends
+// the session at class 20 and above, as SQL Server ends it.
+func fail(n int32, class uint8, msg string) tdstest.Reply {
+	return tdstest.Reply{Error: &tdstest.Error{Number: n, Class: class, State: 1, Message: msg, Fatal: class >= 20}}
 }
 
 func openTDS(t *testing.T, srv *tdstest.Server) *sql.DB {
@@ -56,17 +82,24 @@ func tdsContext(t *testing.T) context.Context {
 	return ctx
 }
 
-// raise answers "RAISE <number>" with that server error.
+// raise answers "RAISE <number> <class>" with that server error.
 func raise(r tdstest.Request) tdstest.Reply {
-	if n, ok := strings.CutPrefix(r.SQL, "RAISE "); ok {
-		num, err := strconv.ParseInt(n, 10, 32)
-		if err == nil {
-			return tdstest.Fail(int32(num), severity(int32(num)), "scripted error "+n)
+	if rest, ok := strings.CutPrefix(r.SQL, "RAISE "); ok {
+		n, c, _ := strings.Cut(rest, " ")
+		num, err1 := strconv.ParseInt(n, 10, 32)
+		class, err2 := strconv.ParseUint(c, 10, 8)
+		if err1 == nil && err2 == nil {
+			return fail(int32(num), uint8(class), "scripted error "+n)
 		}
 	}
 	return tdstest.Reply{}
 }
 
+// TestTDSEveryTableNumberTravels sends every number of the table at the
+// severity SQL Server sends it with, through go-mssqldb, and checks the
+// table's verdict is what Classify gives. A number that is both a server
+// message and one of SqlClient's network numbers is sent at class 20 too,
+// where the network verdict applies.
 func TestTDSEveryTableNumberTravels(t *testing.T) {
 	table := mssql.Table()
 	if len(table) < 100 {
@@ -76,34 +109,106 @@ func TestTDSEveryTableNumberTravels(t *testing.T) {
 	db := openTDS(t, srv)
 	db.SetMaxOpenConns(1)
 	ctx := tdsContext(t)
-	for _, e := range table {
-		_, err := db.ExecContext(ctx, "RAISE "+strconv.Itoa(int(e.Number)))
+	send := func(e mssql.Entry, class uint8, want sr.Class) {
+		t.Helper()
+		_, err := db.ExecContext(ctx, "RAISE "+strconv.Itoa(int(e.Number))+" "+strconv.Itoa(int(class)))
 		var me msdriver.Error
-		if !errors.As(err, &me) || me.Number != e.Number {
-			t.Errorf("%d: Exec got %v (%T), want an mssql.Error with that number", e.Number, err, err)
-			continue
+		if !errors.As(err, &me) || me.Number != e.Number || me.Class != class {
+			t.Errorf("%d at class %d: Exec got %v (%T), want an mssql.Error with that number and class", e.Number, class, err, err)
+			return
 		}
-		if got := mssql.Classify(err); got != e.Class {
-			t.Errorf("%d: Classify got %+v, want %+v (%s)", e.Number, got, e.Class, e.Source)
+		if class >= 20 {
+			var se msdriver.ServerError
+			if !errors.As(err, &se) {
+				t.Errorf("%d at class %d: got %T, want the mssql.ServerError of an error that ends the session", e.Number, class, err)
+			}
+		}
+		if got := mssql.Classify(err); got != want {
+			t.Errorf("%d at class %d: Classify got %+v, want %+v (%s)", e.Number, class, got, want, e.Source)
 		}
 	}
-	// One connection served them all: a server error leaves it usable.
-	if got := srv.Connections(); got != 1 {
-		t.Errorf("connections: got %d, want 1", got)
+	sent, fatal := 0, 0
+	for _, e := range table {
+		class := severity(e)
+		if class <= 10 {
+			continue // informational: sent as INFO, never an error (TestTDSInformationalNumbers)
+		}
+		send(e, class, e.Class)
+		sent++
+		if class >= 20 {
+			fatal++
+		}
+		if e.Network.Code != "" && e.Class != e.Network {
+			send(e, 20, e.Network)
+			sent++
+			fatal++
+		}
 	}
-	if got := srv.Count(tdstest.Statement, "RAISE"); got != len(table) {
-		t.Errorf("requests: got %d, want %d", got, len(table))
+	// An error below class 20 leaves the connection usable; one at 20 and
+	// above ends it, and the next request opens another.
+	if got := srv.Connections(); got != 1+fatal {
+		t.Errorf("connections: got %d, want %d (1 + one per session-ending error)", got, 1+fatal)
+	}
+	if got := srv.Count(tdstest.Statement, "RAISE"); got != sent {
+		t.Errorf("requests: got %d, want %d", got, sent)
+	}
+}
+
+// TestTDSInformationalNumbers: three numbers of the table have severity 10
+// in sys.messages. SQL Server sends such a message as an INFO token, which
+// fails nothing; they are kept for EF Core's list, but never reach a client
+// as an error.
+func TestTDSInformationalNumbers(t *testing.T) {
+	var got []int32
+	for _, e := range mssql.Table() {
+		if severity(e) <= 10 {
+			got = append(got, e.Number)
+		}
+	}
+	if want := []int32{3429, 7951, 21503}; !slices.Equal(got, want) {
+		t.Errorf("severity-10 numbers: got %v, want %v", got, want)
+	}
+}
+
+// TestTDSNetworkNumbersAtServerSeverity: the server's own messages with the
+// numbers SqlClient stamps on its network errors, at their real severity,
+// through go-mssqldb: permanent, not applied. (121: INSERT ... SELECT with
+// more columns than the insert list; 203: EXEC @sql without parentheses;
+// 233: a column that cannot be null.)
+func TestTDSNetworkNumbersAtServerSeverity(t *testing.T) {
+	for _, tc := range []struct {
+		number int32
+		class  uint8
+		msg    string
+	}{
+		{121, 15, "The select list for the INSERT statement contains more items than the insert list. The number of SELECT values must match the number of INSERT columns."},
+		{203, 16, "The name 'SELECT 1' is not a valid identifier."},
+		{233, 16, "The column 'c' in table 't' cannot be null."},
+		{10053, 16, "Could not convert the data value due to reasons other than sign mismatch or overflow."},
+		{10054, 16, "The data value for one or more columns overflowed the type used by the provider."},
+		{11001, 16, "Non-NULL value successfully returned."},
+	} {
+		srv := tdstest.Start(t, tdstest.Script{Rules: []tdstest.Rule{{Match: "INSERT", Reply: tdstest.Fail(tc.number, tc.class, tc.msg)}}})
+		_, err := openTDS(t, srv).ExecContext(tdsContext(t), "INSERT INTO t SELECT a, b FROM s")
+		c := mssql.Classify(err)
+		if c.Retryable || c.Phase != sr.NotApplied || c.Code != strconv.Itoa(int(tc.number)) {
+			t.Errorf("server error %d at severity %d: Classify got %+v, want not retryable, not applied", tc.number, tc.class, c)
+		}
 	}
 }
 
 // loginNumbers are the numbers a server sends in answer to a login: the
-// table's not-sent entries, and seed 003's built-in connection list.
+// table's not-sent server numbers, and seed 003's built-in connection
+// list without SqlClient's client-side network numbers (64, 233, 10053,
+// 10054, 10060), which no server sends.
 func loginNumbers(table []mssql.Entry) []mssql.Entry {
-	seed003 := map[int32]bool{64: true, 233: true, 4060: true, 4221: true, 10053: true, 10054: true, 10060: true,
-		10928: true, 10929: true, 40020: true, 40143: true, 40166: true, 40540: true, 40197: true, 40501: true,
-		40613: true, 42108: true, 42109: true, 49918: true, 49919: true, 49920: true}
+	seed003 := map[int32]bool{4060: true, 4221: true, 10928: true, 10929: true, 40020: true, 40143: true, 40166: true,
+		40540: true, 40197: true, 40501: true, 40613: true, 42108: true, 42109: true, 49918: true, 49919: true, 49920: true}
 	var out []mssql.Entry
 	for _, e := range table {
+		if e.Network.Code != "" {
+			continue
+		}
 		if e.Class.Phase == sr.NotSent || seed003[e.Number] {
 			out = append(out, e)
 		}
@@ -118,7 +223,7 @@ func TestTDSLoginErrorsTravel(t *testing.T) {
 	}
 	for _, e := range table {
 		srv := tdstest.Start(t, tdstest.Script{Rules: []tdstest.Rule{
-			{Kind: tdstest.Login, Reply: tdstest.Fail(e.Number, severity(e.Number), "scripted login error")},
+			{Kind: tdstest.Login, Reply: tdstest.Fail(e.Number, severity(e), "scripted login error")},
 		}})
 		err := openTDS(t, srv).PingContext(tdsContext(t))
 		var me msdriver.Error
@@ -216,7 +321,7 @@ func TestTDSFatalErrors(t *testing.T) {
 		number int32
 		want   sr.Class
 	}{
-		{40197, want40197}, // Azure SQL failover, reported at severity 20
+		{40197, want40197}, // Azure SQL failover (listed at severity 17): the class does not change its verdict
 		{31315, sr.Class{Phase: sr.Unknown}},
 	} {
 		srv := tdstest.Start(t, tdstest.Script{Rules: []tdstest.Rule{
