@@ -459,3 +459,70 @@ func BenchmarkTDSExec(b *testing.B) {
 		})
 	}
 }
+
+// A T-SQL batch is several statements, with or without ";" between them: a
+// deadlock reported for it describes the statement that failed, and the
+// ones before it may have committed. It is not replayed.
+func TestTDSBatchNotReplayedAfterDeadlock(t *testing.T) {
+	for _, batch := range []string{
+		"INSERT INTO orders (id) VALUES (1); UPDATE stock SET n = n - 1 WHERE id = 1",
+		"INSERT INTO orders (id) VALUES (1) UPDATE stock SET n = n - 1 WHERE id = 1",
+		"EXEC place_order 1",
+	} {
+		t.Run(batch, func(t *testing.T) {
+			srv := tdstest.Start(t, tdstest.Script{Rules: []tdstest.Rule{
+				{Match: batch[:6], Reply: tdstest.Deadlock()},
+			}})
+			p := tdsPolicy(t, sqlretry.Config{})
+			db := tdsDB(t, srv, p)
+			_, err := db.ExecContext(tdsCtx(t), batch)
+			if !errors.Is(err, sqlretry.ErrAmbiguous) {
+				t.Errorf("got %v, want ErrAmbiguous", err)
+			}
+			if got := srv.Count(tdstest.Statement, batch[:6]); got != 1 {
+				t.Errorf("batches received: got %d, want 1 (never replayed)", got)
+			}
+		})
+	}
+}
+
+// With mssql.Fencer, a COMMIT whose reply was lost and that the Op's Verify
+// finds absent is replayed — after the session was killed and the server
+// no longer lists it, so the Verify's answer is final. The fence's own
+// requests travel through go-mssqldb: @@SPID at connect, KILL, then
+// sys.dm_exec_sessions.
+func TestTDSCommitReplyLostFencedAndVerified(t *testing.T) {
+	srv := tdstest.Start(t, tdstest.Script{
+		Rules: []tdstest.Rule{{Kind: tdstest.Commit, Times: 1, Reply: tdstest.Faulty(tdstest.Drop)}},
+		Func: func(r tdstest.Request) tdstest.Reply {
+			switch {
+			case matchPrefix(r.SQL, "SELECT @@SPID"):
+				return tdstest.Scalar(int32(57))
+			case matchPrefix(r.SQL, "SELECT COUNT(*) FROM sys.dm_exec_sessions"):
+				return tdstest.Scalar(int32(0))
+			case matchPrefix(r.SQL, "SELECT COUNT"):
+				return tdstest.Scalar(r.Server().Applied("INSERT INTO orders"))
+			}
+			return tdstest.Affected(1)
+		},
+	})
+	p := tdsPolicy(t, sqlretry.Config{Fencer: mssql.Fencer{}})
+	db := tdsDB(t, srv, p)
+	verify := func(ctx context.Context) (bool, error) {
+		var n int
+		err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM orders WHERE id = 1").Scan(&n)
+		return n > 0, err
+	}
+	if err := sqlretry.RunTx(tdsCtx(t), db, p, sqlretry.Write("place-order", verify), nil, insertTx); err != nil {
+		t.Fatalf("RunTx: %v", err)
+	}
+	if got := srv.Count(tdstest.Statement, "KILL 57"); got != 1 {
+		t.Errorf("KILL 57 received %d times, want 1", got)
+	}
+	if got := srv.Count(tdstest.Statement, "INSERT"); got != 2 {
+		t.Errorf("INSERTs received: got %d, want 2 (replayed once the session was fenced)", got)
+	}
+	if got := srv.Committed(); got != 1 {
+		t.Errorf("transactions committed: got %d, want exactly 1", got)
+	}
+}

@@ -1,0 +1,52 @@
+package mssql
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/sqlretry/sqlretry/internal/rawsql"
+)
+
+// Fencer is the SQL Server [sqlretry.Fencer]: it learns each session's id
+// (@@SPID, once per connection the Connector opens), and fences a session
+// by KILL, then waits until sys.dm_exec_sessions no longer lists it: a
+// killed session stays listed while it rolls its transaction back. Without
+// it the server may still be running a batch whose client gave up.
+//
+// KILL needs the ALTER ANY CONNECTION permission (Azure SQL Database: KILL
+// DATABASE CONNECTION). The zero value is ready to use and safe for
+// concurrent use.
+type Fencer struct {
+	// Poll is the wait between two looks at sys.dm_exec_sessions. If 0,
+	// 10 ms.
+	Poll time.Duration
+}
+
+// SessionID returns the session's id, @@SPID.
+func (Fencer) SessionID(ctx context.Context, conn driver.Conn) (string, error) {
+	v, err := rawsql.Scalar(ctx, conn, "SELECT @@SPID")
+	if err != nil {
+		return "", err
+	}
+	n, err := rawsql.Int(v)
+	if err != nil {
+		return "", err
+	}
+	return strconv.FormatInt(n, 10), nil
+}
+
+// Fence kills session id and returns once it is gone, or ctx's error.
+func (f Fencer) Fence(ctx context.Context, conn driver.Conn, id string) error {
+	n, err := strconv.ParseInt(id, 10, 16)
+	if err != nil || n <= 0 {
+		return errors.New("mssql: Fencer: not a session id: " + strconv.Quote(id))
+	}
+	spid := strconv.FormatInt(n, 10)
+	if err := rawsql.Exec(ctx, conn, "KILL "+spid); err != nil && Classify(err).Code != "6106" {
+		return err // 6106: not an active process ID, already gone
+	}
+	return rawsql.WaitNone(ctx, conn, "SELECT COUNT(*) FROM sys.dm_exec_sessions WHERE session_id = "+spid, f.Poll)
+}
