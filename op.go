@@ -51,6 +51,12 @@ func Idempotent(name string) Op { return Op{Name: name, idempotent: true} }
 // verify, an Unknown failure ends the call with [ErrAmbiguous] at once.
 func Write(name string, verify VerifyFunc) Op { return Op{Name: name, verify: verify} }
 
+// mustSettle reports whether a failure of class c leaves o's outcome
+// unknown with no consent to replay it: it must be settled first.
+func (o Op) mustSettle(c Class) bool {
+	return c.Phase == Unknown && !o.idempotent && (o.consent == nil || !o.consent.ConsentsToReplay(o.Statement, c.Code))
+}
+
 // IsIdempotent reports whether o may be replayed after an ambiguous failure.
 func (o Op) IsIdempotent() bool { return o.idempotent }
 

@@ -272,10 +272,10 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 		prevWait time.Duration
 		start    time.Time
 	)
+	if sched != nil { // only a schedule reads Failure.Elapsed
+		start = p.now()
+	}
 	if err == nil {
-		if sched != nil { // only a schedule reads Failure.Elapsed
-			start = p.now()
-		}
 		ok, pr, _ := p.allow()
 		if !ok {
 			return p.circuitOpen(op, 0, Class{}, nil)
@@ -286,106 +286,39 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 			return nil
 		}
 	}
-	if sched != nil && start.IsZero() {
-		start = p.now()
-	}
 	_, hasDeadline := ctx.Deadline()
 	needClock := p.budget != nil || p.breaker != nil || sched != nil || hasDeadline
 	for {
-		if cerr := ctx.Err(); cerr != nil {
-			p.releaseProbe(probe)
-			return p.stopped(op, attempts, p.classify(err, timedOut), err, cerr)
+		class, ret, done := p.triage(ctx, op, attempts, err, timedOut, probe)
+		if done {
+			return ret
 		}
-		if err == driver.ErrSkip {
-			// Not a failure: database/sql's signal to prepare the
-			// statement instead (go-sql-driver/mysql, for any statement
-			// with arguments). The call is made again that way.
-			p.releaseProbe(probe)
-			return err
-		}
-		p.failures.Add(1)
-		class := p.classify(err, timedOut)
-		if op.rephase != nil {
-			class = op.rephase(err, class)
-		}
-		if inner, ok := errors.AsType[*Error](err); ok && inner.Cause != nil {
-			// An inner retry loop (a Connector handle's call inside Do)
-			// already retried and gave up, drawing on its own budget: one
-			// user call must not retry MaxRetries times per layer.
-			p.releaseProbe(probe)
-			return p.nested(ctx, op, attempts, class, err, inner)
-		}
-		// The clock is read once per failure, and only when something
-		// needs it: a deadline, the budget, the breaker or a schedule.
-		var now time.Time
-		if needClock {
-			now = p.now()
-		}
-		if p.breaker != nil {
-			if class.Retryable {
-				if t := p.breaker.failure(now, probe); t.changed() {
-					p.breakerChanged(t)
-				}
-			} else {
-				p.breaker.release(probe)
-			}
-			probe = false
-		}
+		now := p.clock(needClock) // once per failure, and only if read
+		p.breakerFailure(class, now, probe)
+		probe = false
 		decision, wait := Defer, time.Duration(0)
 		if sched != nil && class.Code != "context" {
 			decision, wait = sched.Decide(Failure{Op: op.Name, Statement: op.Statement, Err: err, Class: class, Retry: attempts, Elapsed: now.Sub(start)})
 		}
-		retryable := class.Retryable
-		switch decision {
-		case Retry:
-			retryable = true
-		case Stop:
-			retryable = false
+		next := decide(class, decision, op.mustSettle(class), attempts, p.maxRetries)
+		if next.act == actPermanent {
+			return p.permanent(op, attempts, class, err)
 		}
-		ambiguous := class.Phase == Unknown && !op.idempotent && (op.consent == nil || !op.consent.ConsentsToReplay(op.Statement, class.Code))
-		if !retryable {
-			if decision != Stop || !class.Retryable {
-				return p.permanent(op, attempts, class, err)
-			}
-			// A rule stopped a transient failure: say why, and never leave a
-			// write whose outcome is unknown looking like a plain error.
-			if ambiguous {
-				if ret, settled := p.settle(ctx, op, attempts, class, err); settled {
-					return ret
-				}
-			}
-			return p.giveUp(op, attempts, class, err, ErrRetriesExhausted, false)
-		}
-		if ambiguous {
+		if next.settle {
 			if ret, settled := p.settle(ctx, op, attempts, class, err); settled {
 				return ret
 			}
-			if needClock {
-				now = p.now() // the verify took time
-			}
+			now = p.clock(needClock) // the verify took time
+		}
+		if next.act == actExhausted {
+			return p.giveUp(op, attempts, class, err, ErrRetriesExhausted, false)
 		}
 		if decision != Retry {
-			if attempts > p.maxRetries {
-				return p.giveUp(op, attempts, class, err, ErrRetriesExhausted, false)
-			}
 			wait = Delay(p.jitter, p.baseDelay, p.maxDelay, attempts, prevWait, p.rand())
 		}
 		wait = max(wait, class.MinDelay)
-		if dl, ok := ctx.Deadline(); ok && !now.Add(wait).Before(dl) {
-			return p.giveUp(op, attempts, class, err, deadlineErr{}, false)
-		}
-		if p.budget != nil && !p.budget.withdraw(now) {
-			p.budgetExhausted.Add(1)
-			p.emit(Event{Kind: EventBudgetExhausted, Op: op.Name, Attempt: attempts, Err: err, Class: class})
-			return p.giveUp(op, attempts, class, err, ErrBudgetExhausted, false)
-		}
-		p.retries.Add(1)
-		p.emit(Event{Kind: EventRetry, Op: op.Name, Attempt: attempts, Err: err, Class: class, Wait: wait})
-		if p.logger != nil {
-			p.logger.Debug("sqlretry: retrying", "op", op.Name, "attempt", attempts, "code", class.Code, "phase", class.Phase.String(), "wait", wait, "err", err)
-		}
-		if serr := p.sleep(ctx, wait); serr != nil {
-			return p.stopped(op, attempts, class, err, serr)
+		if ret := p.drawRetry(ctx, op, attempts, class, err, now, wait); ret != nil {
+			return ret
 		}
 		prevWait = wait
 		ok, pr, _ := p.allow()
@@ -403,6 +336,126 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 			return nil
 		}
 	}
+}
+
+// triage reads a failed attempt before any retry decision: the caller's
+// cancellation ends the call; driver.ErrSkip is no failure but database/sql's
+// signal to prepare the statement instead (go-sql-driver/mysql, for any
+// statement with arguments); an inner retry loop's error (a Connector
+// handle's call inside Do) is not retried again, since one user call must
+// not retry MaxRetries times per layer. Otherwise it counts the failure and
+// returns its class, revised by the Op.
+func (p *Policy) triage(ctx context.Context, op Op, attempts int, err error, timedOut, probe bool) (c Class, ret error, done bool) {
+	if cerr := ctx.Err(); cerr != nil {
+		p.releaseProbe(probe)
+		return c, p.stopped(op, attempts, p.classify(err, timedOut), err, cerr), true
+	}
+	if err == driver.ErrSkip {
+		p.releaseProbe(probe)
+		return c, err, true
+	}
+	p.failures.Add(1)
+	c = p.classify(err, timedOut)
+	if op.rephase != nil {
+		c = op.rephase(err, c)
+	}
+	if inner, ok := errors.AsType[*Error](err); ok && inner.Cause != nil {
+		p.releaseProbe(probe)
+		return c, p.nested(ctx, op, attempts, c, err, inner), true
+	}
+	return c, nil, false
+}
+
+// clock reads the clock when something needs it: a deadline, the budget,
+// the breaker or a schedule.
+func (p *Policy) clock(need bool) time.Time {
+	if !need {
+		return time.Time{}
+	}
+	return p.now()
+}
+
+// action is what a failed attempt leads to, once a settle (if any) has not
+// ended the call.
+type action uint8
+
+const (
+	actPermanent action = iota // return the error: no retry can help
+	actExhausted               // give up with ErrRetriesExhausted
+	actRetry                   // wait, then run the operation again
+)
+
+// next is the decision on one failure: settle it first (a write of unknown
+// outcome: verify, or ErrAmbiguous), then act.
+type next struct {
+	settle bool
+	act    action
+}
+
+// decide is the retry decision, apart from the mechanics of clocks, budget
+// and breaker: the classifier's verdict c, a rule schedule's decision d,
+// whether the failure leaves a write's outcome unknown without consent to
+// replay it, and how many attempts ran of 1+maxRetries.
+//
+// A failure no retry can help is returned as it is. A transient one is
+// retried while retries are left, unless a rule stops it; a write of
+// unknown outcome is settled before anything else, and a rule that stops it
+// never leaves it looking like a plain error.
+func decide(c Class, d Decision, ambiguous bool, attempts, maxRetries int) next {
+	retryable := c.Retryable
+	switch d {
+	case Retry:
+		retryable = true
+	case Stop:
+		retryable = false
+	}
+	switch {
+	case !retryable && (d != Stop || !c.Retryable):
+		return next{act: actPermanent}
+	case !retryable: // a rule stopped a transient failure
+		return next{settle: ambiguous, act: actExhausted}
+	case d != Retry && attempts > maxRetries:
+		return next{settle: ambiguous, act: actExhausted}
+	}
+	return next{settle: ambiguous, act: actRetry}
+}
+
+// breakerFailure records a failed attempt with the breaker: a transient
+// failure counts against the database, any other only gives back the probe.
+func (p *Policy) breakerFailure(c Class, now time.Time, probe bool) {
+	if p.breaker == nil {
+		return
+	}
+	if !c.Retryable {
+		p.breaker.release(probe)
+		return
+	}
+	if t := p.breaker.failure(now, probe); t.changed() {
+		p.breakerChanged(t)
+	}
+}
+
+// drawRetry takes a retry's wait within the caller's deadline and a token
+// from the budget, and waits; it returns the call's error if either refuses
+// or the caller's context ends the wait.
+func (p *Policy) drawRetry(ctx context.Context, op Op, attempts int, class Class, err error, now time.Time, wait time.Duration) error {
+	if dl, ok := ctx.Deadline(); ok && !now.Add(wait).Before(dl) {
+		return p.giveUp(op, attempts, class, err, deadlineErr{}, false)
+	}
+	if p.budget != nil && !p.budget.withdraw(now) {
+		p.budgetExhausted.Add(1)
+		p.emit(Event{Kind: EventBudgetExhausted, Op: op.Name, Attempt: attempts, Err: err, Class: class})
+		return p.giveUp(op, attempts, class, err, ErrBudgetExhausted, false)
+	}
+	p.retries.Add(1)
+	p.emit(Event{Kind: EventRetry, Op: op.Name, Attempt: attempts, Err: err, Class: class, Wait: wait})
+	if p.logger != nil {
+		p.logger.Debug("sqlretry: retrying", "op", op.Name, "attempt", attempts, "code", class.Code, "phase", class.Phase.String(), "wait", wait, "err", err)
+	}
+	if serr := p.sleep(ctx, wait); serr != nil {
+		return p.stopped(op, attempts, class, err, serr)
+	}
+	return nil
 }
 
 // probeAttempt is attempt for a call that may hold the breaker's half-open

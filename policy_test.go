@@ -558,3 +558,35 @@ func TestScheduleStopOfATransientFailure(t *testing.T) {
 		t.Errorf("permanent: got %v, want the error itself", err)
 	}
 }
+
+// decide is the whole retry decision, as a table: verdict × rule × consent ×
+// attempts left.
+func TestDecide(t *testing.T) {
+	transientC := Class{Retryable: true}
+	permanentC := Class{}
+	cases := []struct {
+		name      string
+		c         Class
+		d         Decision
+		ambiguous bool
+		attempts  int
+		want      next
+	}{
+		{"permanent", permanentC, Defer, false, 1, next{act: actPermanent}},
+		{"permanent, unknown outcome: a classifier's no is final", permanentC, Defer, true, 1, next{act: actPermanent}},
+		{"transient, retries left", transientC, Defer, false, 1, next{act: actRetry}},
+		{"transient, unknown outcome: settle, then retry", transientC, Defer, true, 1, next{settle: true, act: actRetry}},
+		{"transient, retries spent", transientC, Defer, false, 4, next{act: actExhausted}},
+		{"transient, retries spent, unknown outcome: settle first", transientC, Defer, true, 4, next{settle: true, act: actExhausted}},
+		{"a rule retries a permanent error", permanentC, Retry, false, 1, next{act: actRetry}},
+		{"a rule retries past MaxRetries", transientC, Retry, false, 9, next{act: actRetry}},
+		{"a rule stops a transient failure", transientC, Stop, false, 1, next{act: actExhausted}},
+		{"a rule stops a transient write of unknown outcome: settled, never a plain error", transientC, Stop, true, 1, next{settle: true, act: actExhausted}},
+		{"a rule stops a permanent error", permanentC, Stop, false, 1, next{act: actPermanent}},
+	}
+	for _, tc := range cases {
+		if got := decide(tc.c, tc.d, tc.ambiguous, tc.attempts, 3); got != tc.want {
+			t.Errorf("%s: decide = %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
