@@ -346,33 +346,113 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	if c.execer == nil && c.execerV == nil {
 		return nil, driver.ErrSkip
 	}
-	in, pinned := c.prologue(query, nil)
+	r := call{c: c, query: query, args: args}
+	err := c.call(ctx, &r)
+	return r.res, err
+}
+
+// QueryContext runs a query, retried outside a transaction until its rows
+// are returned; errors while reading them are not retried (a write's are
+// settled: see watchRows). It returns driver.ErrSkip when the inner
+// connection has no Queryer.
+func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	if c.queryer == nil && c.queryerV == nil {
+		return nil, driver.ErrSkip
+	}
+	r := call{c: c, query: query, args: args, rows: true}
+	err := c.call(ctx, &r)
+	return r.out, err
+}
+
+// call is one statement of the database/sql layer, on the connection or
+// through a prepared statement: every entry point takes the path of
+// conn.call, as database/sql's take db.retry.
+type call struct {
+	c     *conn
+	query string
+	info  *sqltext.Info // the prepared statement's reading; nil: read the text
+	args  []driver.NamedValue
+	st    *stmt // nil: run on the connection
+	rows  bool  // a query: its rows are returned, read after the call
+
+	res driver.Result
+	out driver.Rows
+}
+
+// run runs the statement once on the current inner connection.
+func (r *call) run(ctx context.Context) (err error) {
+	switch {
+	case r.st != nil && r.rows:
+		r.out, err = r.st.queryOnce(ctx, r.args)
+	case r.st != nil:
+		r.res, err = r.st.exec(ctx, r.args)
+	case r.rows:
+		r.out, err = r.c.query(ctx, r.query, r.args)
+	default:
+		r.res, err = r.c.exec(ctx, r.query, r.args)
+	}
+	return err
+}
+
+// ready prepares the statement again on a connection replaced since.
+func (r *call) ready(ctx context.Context) error {
+	if r.st == nil {
+		return nil
+	}
+	return r.st.reprepare(ctx)
+}
+
+// call runs r: once, as it is, on a session pinned to a transaction (or by a
+// statement of transaction control); otherwise under the Policy, with a
+// first attempt that costs nothing beyond the driver's call, and retries on
+// a connection replaced underneath when the failure left it unusable.
+func (c *conn) call(ctx context.Context, r *call) error {
+	in, pinned := c.prologue(r.query, r.info)
 	if pinned {
-		idle := !c.inTx && c.sess.MayAutocommit()
-		r, err := c.exec(ctx, query, args)
-		return r, c.pinnedDone(ctx, query, in, idle, err)
+		if err := r.ready(ctx); err != nil {
+			return hideBadConn(c.failed(err))
+		}
+		autocommit := !c.inTx && c.sess.MayAutocommit()
+		return c.pinnedDone(ctx, r.query, in, autocommit, r.run(ctx))
 	}
 	p := c.c.p
 	p.countCall()
-	var (
-		r   driver.Result
-		err error
-	)
-	if p.fast() && !c.broken {
-		if r, err = c.exec(ctx, query, args); err == nil {
+	var err error
+	if p.fast() && !c.broken && (r.st == nil || r.st.gen == c.gen) {
+		if err = r.run(ctx); err == nil {
 			p.succeeded(false)
-			return r, nil
+			r.watch(ctx, in)
+			return nil
 		}
 		if err == driver.ErrSkip {
-			return nil, err
+			return err
 		}
 	}
-	err = c.retry(ctx, c.c.stmtOp(query, in), err, func(ctx context.Context) error {
-		var err error
-		r, err = c.exec(ctx, query, args)
+	// Only a failure gets here: rr, not r, is what the retry's closure
+	// holds, so r stays on the caller's stack on the fast path.
+	rr := *r
+	attempt := func(ctx context.Context) error {
+		if err := rr.ready(ctx); err != nil {
+			return err
+		}
+		return rr.run(ctx)
+	}
+	if rr.rows {
+		attempt = c.timed(ctx, attempt)
+	}
+	if err = c.retry(ctx, c.c.stmtOp(r.query, in), err, attempt); err != nil {
 		return err
-	})
-	return r, err
+	}
+	*r = rr
+	r.watch(ctx, in)
+	return nil
+}
+
+// watch wraps a query's rows for their errors (see watchRows).
+func (r *call) watch(ctx context.Context, in sqltext.Info) {
+	if r.rows {
+		r.out = r.c.watchRows(ctx, r.query, in, r.out)
+	}
 }
 
 // prologue starts a statement: it ends the last query's command timeout and
@@ -449,45 +529,6 @@ func (c *conn) exec(ctx context.Context, query string, args []driver.NamedValue)
 		return nil, err
 	}
 	return c.execerV.Exec(query, dargs)
-}
-
-// QueryContext runs a query, retried outside a transaction until its rows
-// are returned; errors while reading them are not retried. It returns
-// driver.ErrSkip when the inner connection has no Queryer.
-func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	if c.queryer == nil && c.queryerV == nil {
-		return nil, driver.ErrSkip
-	}
-	in, pinned := c.prologue(query, nil)
-	if pinned {
-		idle := !c.inTx && c.sess.MayAutocommit()
-		r, err := c.query(ctx, query, args)
-		return r, c.pinnedDone(ctx, query, in, idle, err)
-	}
-	p := c.c.p
-	p.countCall()
-	var (
-		rows driver.Rows
-		err  error
-	)
-	if p.fast() && !c.broken {
-		if rows, err = c.query(ctx, query, args); err == nil {
-			p.succeeded(false)
-			return c.watchRows(ctx, query, in, rows), nil
-		}
-		if err == driver.ErrSkip {
-			return nil, err
-		}
-	}
-	err = c.retry(ctx, c.c.stmtOp(query, in), err, c.timed(ctx, func(ctx context.Context) error {
-		var err error
-		rows, err = c.query(ctx, query, args)
-		return err
-	}))
-	if err != nil {
-		return nil, err
-	}
-	return c.watchRows(ctx, query, in, rows), nil
 }
 
 // timed adapts a query attempt to the command timeout: the Policy cancels an

@@ -96,76 +96,17 @@ func (s *stmt) reprepare(ctx context.Context) error {
 
 // ExecContext executes the statement, retried outside a transaction.
 func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	c := s.c
-	in, pinned := c.prologue(s.query, &s.info)
-	if pinned {
-		if err := s.reprepare(ctx); err != nil {
-			return nil, hideBadConn(c.failed(err))
-		}
-		idle := !c.inTx && c.sess.MayAutocommit()
-		r, err := s.exec(ctx, args)
-		return r, c.pinnedDone(ctx, s.query, in, idle, err)
-	}
-	p := c.c.p
-	p.countCall()
-	var (
-		r   driver.Result
-		err error
-	)
-	if p.fast() && !c.broken && s.gen == c.gen {
-		if r, err = s.exec(ctx, args); err == nil {
-			p.succeeded(false)
-			return r, nil
-		}
-	}
-	err = c.retry(ctx, c.c.stmtOp(s.query, in), err, func(ctx context.Context) error {
-		if err := s.reprepare(ctx); err != nil {
-			return err
-		}
-		var err error
-		r, err = s.exec(ctx, args)
-		return err
-	})
-	return r, err
+	r := call{c: s.c, query: s.query, info: &s.info, args: args, st: s}
+	err := s.c.call(ctx, &r)
+	return r.res, err
 }
 
 // QueryContext runs the statement's query, retried outside a transaction
 // until its rows are returned.
 func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	c := s.c
-	in, pinned := c.prologue(s.query, &s.info)
-	if pinned {
-		if err := s.reprepare(ctx); err != nil {
-			return nil, hideBadConn(c.failed(err))
-		}
-		idle := !c.inTx && c.sess.MayAutocommit()
-		rows, err := s.queryOnce(ctx, args)
-		return rows, c.pinnedDone(ctx, s.query, in, idle, err)
-	}
-	p := c.c.p
-	p.countCall()
-	var (
-		rows driver.Rows
-		err  error
-	)
-	if p.fast() && !c.broken && s.gen == c.gen {
-		if rows, err = s.queryOnce(ctx, args); err == nil {
-			p.succeeded(false)
-			return c.watchRows(ctx, s.query, in, rows), nil
-		}
-	}
-	err = c.retry(ctx, c.c.stmtOp(s.query, in), err, c.timed(ctx, func(ctx context.Context) error {
-		if err := s.reprepare(ctx); err != nil {
-			return err
-		}
-		var err error
-		rows, err = s.queryOnce(ctx, args)
-		return err
-	}))
-	if err != nil {
-		return nil, err
-	}
-	return c.watchRows(ctx, s.query, in, rows), nil
+	r := call{c: s.c, query: s.query, info: &s.info, args: args, st: s, rows: true}
+	err := s.c.call(ctx, &r)
+	return r.out, err
 }
 
 // exec is database/sql's ctxDriverStmtExec.
