@@ -7,26 +7,9 @@ import (
 	"io"
 )
 
-// ConnectorOptions holds the optional settings of [ConnectorWith].
-type ConnectorOptions struct {
-	// SessionInit, if set, runs on every connection the Connector opens,
-	// before database/sql sees it: the first connect, and every reconnect
-	// the Connector makes underneath a connection whose session was lost.
-	// Use it to re-apply session state (SET search_path, SET TIME ZONE,
-	// PRAGMA busy_timeout, session variables). An error from it fails that
-	// connect attempt, classified like any connect error; the connection is
-	// closed.
-	SessionInit func(ctx context.Context, conn driver.Conn) error
-}
-
 // Connector returns a driver.Connector that opens inner's connections under
-// p, for use with sql.OpenDB. It is [ConnectorWith] with no options.
-func Connector(inner driver.Connector, p *Policy) driver.Connector {
-	return ConnectorWith(inner, p, ConnectorOptions{})
-}
-
-// ConnectorWith returns a driver.Connector that makes database/sql code
-// survive transient failures unchanged:
+// p, for use with sql.OpenDB, and makes database/sql code survive transient
+// failures unchanged:
 //
 //   - Connecting is retried under Config.ConnectSchedule, or the Policy's
 //     own rules without one. Authentication failures are not retried: the
@@ -51,8 +34,8 @@ func Connector(inner driver.Connector, p *Policy) driver.Connector {
 //
 // Session state is lost when a connection is replaced underneath: settings
 // made with SET, temporary tables, session variables, advisory locks held by
-// a *sql.Conn. Re-apply settings with ConnectorOptions.SessionInit; code that
-// depends on locks or temporary tables must run in a transaction.
+// a *sql.Conn. Re-apply settings with Config.SessionInit; code that depends
+// on locks or temporary tables must run in a transaction.
 //
 // Every optional interface of database/sql/driver that inner's connections,
 // statements and rows implement is forwarded, and none they lack is
@@ -71,8 +54,8 @@ func Connector(inner driver.Connector, p *Policy) driver.Connector {
 //
 // The Connector is safe for concurrent use; it implements io.Closer when
 // inner does.
-func ConnectorWith(inner driver.Connector, p *Policy, o ConnectorOptions) driver.Connector {
-	c := &connector{inner: inner, p: p, o: o}
+func Connector(inner driver.Connector, p *Policy) driver.Connector {
+	c := &connector{inner: inner, p: p}
 	c.pq = isLibPQ(inner) || isLibPQ(inner.Driver())
 	if cl, ok := inner.(io.Closer); ok {
 		return &closingConnector{c, cl}
@@ -85,11 +68,6 @@ func ConnectorWith(inner driver.Connector, p *Policy, o ConnectorOptions) driver
 // driver.DriverContext when it implements it, else through a connector that
 // calls its Open with dsn. Like sql.Open, it does not connect.
 func Open(driverName, dsn string, p *Policy) (*sql.DB, error) {
-	return OpenWith(driverName, dsn, p, ConnectorOptions{})
-}
-
-// OpenWith is [Open] with the options of [ConnectorWith].
-func OpenWith(driverName, dsn string, p *Policy, o ConnectorOptions) (*sql.DB, error) {
 	probe, err := sql.Open(driverName, dsn)
 	if err != nil {
 		return nil, err
@@ -104,7 +82,7 @@ func OpenWith(driverName, dsn string, p *Policy, o ConnectorOptions) (*sql.DB, e
 	} else {
 		inner = dsnConnector{dsn: dsn, d: d}
 	}
-	return sql.OpenDB(ConnectorWith(inner, p, o)), nil
+	return sql.OpenDB(Connector(inner, p)), nil
 }
 
 // dsnConnector is database/sql's connector for a driver without
@@ -120,7 +98,6 @@ func (c dsnConnector) Driver() driver.Driver                        { return c.d
 type connector struct {
 	inner driver.Connector
 	p     *Policy
-	o     ConnectorOptions
 	pq    bool
 }
 
@@ -171,8 +148,8 @@ func (c *connector) connectOnce(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.o.SessionInit != nil {
-		if err := c.o.SessionInit(ctx, ic); err != nil {
+	if c.p.sessionInit != nil {
+		if err := c.p.sessionInit(ctx, ic); err != nil {
 			_ = ic.Close()
 			return nil, err
 		}
@@ -189,7 +166,7 @@ type wrapDriver struct{ c *connector }
 // Open opens a connection of the inner driver by name, under the Policy.
 func (d wrapDriver) Open(name string) (driver.Conn, error) {
 	inner := d.c.inner.Driver()
-	dc := &connector{inner: dsnConnector{dsn: name, d: inner}, p: d.c.p, o: d.c.o, pq: d.c.pq}
+	dc := &connector{inner: dsnConnector{dsn: name, d: inner}, p: d.c.p, pq: d.c.pq}
 	return dc.Connect(context.Background())
 }
 

@@ -17,13 +17,13 @@ import (
 
 // openWrapped returns a database/sql handle on a fake server through the
 // Connector, with MaxRetries 2 unless c says otherwise.
-func openWrapped(t *testing.T, srv *fakeServer, c Config, o ConnectorOptions) (*sql.DB, *Policy) {
+func openWrapped(t *testing.T, srv *fakeServer, c Config) (*sql.DB, *Policy) {
 	t.Helper()
 	if c.MaxRetries == 0 {
 		c.MaxRetries = 2
 	}
 	p := testPolicy(t, c)
-	db := sql.OpenDB(ConnectorWith(&fakeConnector{s: srv}, p, o))
+	db := sql.OpenDB(Connector(&fakeConnector{s: srv}, p))
 	t.Cleanup(func() { db.Close() })
 	return db, p
 }
@@ -73,7 +73,7 @@ func TestConnectorStatements(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newFakeServer()
-			db, _ := openWrapped(t, srv, Config{Schedule: tt.sched}, ConnectorOptions{})
+			db, _ := openWrapped(t, srv, Config{Schedule: tt.sched})
 			ctx := context.Background()
 			if err := db.PingContext(ctx); err != nil { // open the first connection before the faults
 				t.Fatal(err)
@@ -125,7 +125,7 @@ func TestConnectorConnect(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newFakeServer(tt.faults...)
-			db, _ := openWrapped(t, srv, Config{}, ConnectorOptions{})
+			db, _ := openWrapped(t, srv, Config{})
 			err := db.PingContext(context.Background())
 			if tt.wantErr == nil && err != nil || tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
 				t.Fatalf("got error %v, want %v", err, tt.wantErr)
@@ -147,7 +147,7 @@ func TestConnectorConnectSchedule(t *testing.T) {
 		}
 		return Stop, 0
 	})
-	db, _ := openWrapped(t, srv, Config{ConnectSchedule: sched}, ConnectorOptions{})
+	db, _ := openWrapped(t, srv, Config{ConnectSchedule: sched})
 	err := db.PingContext(context.Background())
 	if !errors.Is(err, errAuth) {
 		t.Fatalf("got %v, want the authentication error", err)
@@ -195,7 +195,7 @@ func TestConnectorPooledConnKilled(t *testing.T) {
 
 func TestConnectorPreparedStatementReprepared(t *testing.T) {
 	srv := newFakeServer()
-	db, _ := openWrapped(t, srv, Config{}, ConnectorOptions{})
+	db, _ := openWrapped(t, srv, Config{})
 	db.SetMaxOpenConns(1)
 	ctx := context.Background()
 	st, err := db.PrepareContext(ctx, "ADD n ?")
@@ -223,7 +223,7 @@ func TestConnectorPreparedStatementReprepared(t *testing.T) {
 
 func TestConnectorStreamingErrorNotRetried(t *testing.T) {
 	srv := newFakeServer()
-	db, _ := openWrapped(t, srv, Config{}, ConnectorOptions{})
+	db, _ := openWrapped(t, srv, Config{})
 	srv.addFaults(&fault{op: "next", err: errLost})
 	rows, err := db.QueryContext(context.Background(), "SELECT n")
 	if err != nil {
@@ -242,7 +242,7 @@ func TestConnectorStreamingErrorNotRetried(t *testing.T) {
 
 func TestConnectorNoStatementRetryInTx(t *testing.T) {
 	srv := newFakeServer()
-	db, _ := openWrapped(t, srv, Config{}, ConnectorOptions{})
+	db, _ := openWrapped(t, srv, Config{})
 	ctx := context.Background()
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -269,7 +269,7 @@ func TestConnectorNoStatementRetryInTx(t *testing.T) {
 
 func TestConnectorBeginUnknownDropsSession(t *testing.T) {
 	srv := newFakeServer()
-	db, _ := openWrapped(t, srv, Config{}, ConnectorOptions{})
+	db, _ := openWrapped(t, srv, Config{})
 	ctx := context.Background()
 	if err := db.PingContext(ctx); err != nil {
 		t.Fatal(err)
@@ -291,7 +291,7 @@ func TestConnectorBeginUnknownDropsSession(t *testing.T) {
 func TestConnectorSessionInit(t *testing.T) {
 	srv := newFakeServer()
 	var inits int
-	db, _ := openWrapped(t, srv, Config{}, ConnectorOptions{SessionInit: func(ctx context.Context, c driver.Conn) error {
+	db, _ := openWrapped(t, srv, Config{SessionInit: func(ctx context.Context, c driver.Conn) error {
 		inits++
 		_, err := c.(driver.ExecerContext).ExecContext(ctx, "SET session 1", nil)
 		return err
@@ -310,7 +310,7 @@ func TestConnectorSessionInit(t *testing.T) {
 	}
 	// A failing SessionInit fails the connect attempt, classified as usual.
 	srv2 := newFakeServer(&fault{op: "exec", match: "SET session", err: errSyntax})
-	db2, _ := openWrapped(t, srv2, Config{}, ConnectorOptions{SessionInit: func(ctx context.Context, c driver.Conn) error {
+	db2, _ := openWrapped(t, srv2, Config{SessionInit: func(ctx context.Context, c driver.Conn) error {
 		_, err := c.(driver.ExecerContext).ExecContext(ctx, "SET session 1", nil)
 		return err
 	}})
@@ -324,7 +324,7 @@ func TestConnectorSessionInit(t *testing.T) {
 
 func TestConnectorQueryUnderCommandTimeout(t *testing.T) {
 	srv := newFakeServer(&fault{op: "query", block: true})
-	db, _ := openWrapped(t, srv, Config{CommandTimeout: 30 * time.Millisecond}, ConnectorOptions{})
+	db, _ := openWrapped(t, srv, Config{CommandTimeout: 30 * time.Millisecond})
 	ctx := context.Background()
 	// The first attempt blocks until the command timeout, the retry answers;
 	// its rows are read after QueryContext returned, under a live context.
@@ -350,7 +350,7 @@ func TestConnectorLibPQBadConnIsAmbiguous(t *testing.T) {
 	}
 	srv := newFakeServer()
 	p := testPolicy(t, Config{MaxRetries: 2})
-	cn := ConnectorWith(&fakeConnector{s: srv}, p, ConnectorOptions{}).(*connector)
+	cn := Connector(&fakeConnector{s: srv}, p).(*connector)
 	cn.pq = true // as if inner were lib/pq
 	db := sql.OpenDB(cn)
 	defer db.Close()
@@ -681,7 +681,7 @@ func TestRunTxOverConnectorDoesNotMultiply(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newFakeServer()
-			db, p := openWrapped(t, srv, Config{}, ConnectorOptions{})
+			db, p := openWrapped(t, srv, Config{})
 			if tt.faults[0].op != "connect" {
 				if err := db.Ping(); err != nil {
 					t.Fatal(err)

@@ -47,7 +47,7 @@
 // A connection whose session was lost is replaced underneath database/sql,
 // whose own two blind retries on driver.ErrBadConn are never multiplied with
 // ours. Session state (SET variables, temporary tables) is lost with the
-// session: [ConnectorOptions].SessionInit re-applies it on every new
+// session: Config.SessionInit re-applies it on every new
 // connection. Inside an explicit transaction nothing is replayed statement by
 // statement.
 //

@@ -108,12 +108,12 @@ func TestMultiStatementNotReplayedMariaDB(t *testing.T) {
 func TestMultiStatementNotReplayedSQLite(t *testing.T) {
 	dir := t.TempDir()
 	mainPath, otherPath := filepath.Join(dir, "main.db"), filepath.Join(dir, "other.db")
-	p := newPolicy(t, sr.Config{Classifier: sqlite.Classifier})
 	attach := func(ctx context.Context, c driver.Conn) error {
 		_, err := c.(driver.ExecerContext).ExecContext(ctx, "ATTACH DATABASE '"+otherPath+"' AS other", nil)
 		return err
 	}
-	db, err := sr.OpenWith("sqlite", "file:"+mainPath, p, sr.ConnectorOptions{SessionInit: attach})
+	p := newPolicy(t, sr.Config{Classifier: sqlite.Classifier, SessionInit: attach})
+	db, err := sr.Open("sqlite", "file:"+mainPath, p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func TestConnectorMultiPartNotReplayed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newFakeServer()
-			db, _ := openWrapped(t, srv, Config{}, ConnectorOptions{})
+			db, _ := openWrapped(t, srv, Config{})
 			srv.addFaults(&fault{op: "exec", match: "ADD b 1", err: tc.err})
 			_, err := db.ExecContext(context.Background(), "ADD a 1; ADD b 1")
 			if !errors.Is(err, ErrAmbiguous) {
@@ -40,7 +40,7 @@ func TestConnectorMultiPartNotReplayed(t *testing.T) {
 	}
 	// A failure that proves nothing was sent still retries the whole text.
 	srv := newFakeServer()
-	db, _ := openWrapped(t, srv, Config{}, ConnectorOptions{})
+	db, _ := openWrapped(t, srv, Config{})
 	if err := db.PingContext(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestConnectorMultiPartNotReplayed(t *testing.T) {
 func TestConnectorUnknownPermanentWriteIsAmbiguous(t *testing.T) {
 	odd := errors.New("tls: bad record MAC") // neutral: not retryable, phase unknown
 	srv := newFakeServer()
-	db, _ := openWrapped(t, srv, Config{}, ConnectorOptions{})
+	db, _ := openWrapped(t, srv, Config{})
 	srv.addFaults(&fault{op: "exec", err: odd, apply: true})
 	_, err := db.ExecContext(context.Background(), "ADD n 1")
 	if !errors.Is(err, ErrAmbiguous) || !errors.Is(err, odd) {
@@ -73,7 +73,7 @@ func TestConnectorUnknownPermanentWriteIsAmbiguous(t *testing.T) {
 // end in ErrAmbiguous, not a bare driver error.
 func TestConnectorWriteRowsErrorIsAmbiguous(t *testing.T) {
 	srv := newFakeServer()
-	db, p := openWrapped(t, srv, Config{}, ConnectorOptions{})
+	db, p := openWrapped(t, srv, Config{})
 	srv.addFaults(&fault{op: "next", err: errLost, kill: true})
 	var v int64
 	err := db.QueryRowContext(context.Background(), "ADD n 1 RETURNING").Scan(&v)
@@ -112,7 +112,7 @@ func TestConnectorWriteRowsErrorIsAmbiguous(t *testing.T) {
 // write may have committed it.
 func TestConnectorSessionEndedInReplyToWriteIsAmbiguous(t *testing.T) {
 	srv := newFakeServer()
-	db, _ := openWrapped(t, srv, Config{}, ConnectorOptions{})
+	db, _ := openWrapped(t, srv, Config{})
 	if err := db.PingContext(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestConnectorSessionEndedInReplyToWriteIsAmbiguous(t *testing.T) {
 // does not retry it again, and the budget pays once per retry.
 func TestNestedRetryLoopsDoNotMultiply(t *testing.T) {
 	srv := newFakeServer()
-	db, p := openWrapped(t, srv, Config{MaxRetries: 3}, ConnectorOptions{})
+	db, p := openWrapped(t, srv, Config{MaxRetries: 3})
 	if err := db.PingContext(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestNestedRetryLoopsDoNotMultiply(t *testing.T) {
 func TestNestedAmbiguousSettledByOuterVerify(t *testing.T) {
 	for _, applied := range []bool{true, false} {
 		srv := newFakeServer()
-		db, p := openWrapped(t, srv, Config{MaxRetries: 3}, ConnectorOptions{})
+		db, p := openWrapped(t, srv, Config{MaxRetries: 3})
 		srv.addFaults(&fault{op: "exec", err: errLost, apply: applied})
 		verify := func(ctx context.Context) (bool, error) { return srv.get("n") == 1, nil }
 		err := p.Do(context.Background(), Write("add", verify), func(ctx context.Context) error {
@@ -240,7 +240,7 @@ func TestRunTxNoVerifierSaysSo(t *testing.T) {
 // either: database/sql would run a pooled statement again elsewhere.
 func TestConnectorTxErrorsHideBadConn(t *testing.T) {
 	srv := newFakeServer()
-	db, _ := openWrapped(t, srv, Config{}, ConnectorOptions{})
+	db, _ := openWrapped(t, srv, Config{})
 	ctx := context.Background()
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -272,7 +272,7 @@ func TestConnectorTxErrorsHideBadConn(t *testing.T) {
 // the write is retried, not reported ambiguous.
 func TestConnectTimeoutIsNotSent(t *testing.T) {
 	srv := newFakeServer()
-	db, _ := openWrapped(t, srv, Config{CommandTimeout: 20 * time.Millisecond, MaxRetries: 3}, ConnectorOptions{})
+	db, _ := openWrapped(t, srv, Config{CommandTimeout: 20 * time.Millisecond, MaxRetries: 3})
 	if err := db.PingContext(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -52,6 +52,14 @@ type Config struct {
 	// whose Op has no Verify (package postgres: pg_xact_status). If nil, such
 	// a COMMIT ends the call with ErrAmbiguous.
 	CommitVerifier CommitVerifier
+	// SessionInit, if set, runs on every connection a [Connector] opens,
+	// before database/sql sees it: the first connect, and every reconnect
+	// the Connector makes underneath a connection whose session was lost.
+	// Use it to re-apply session state (SET search_path, SET TIME ZONE,
+	// PRAGMA busy_timeout, session variables). An error from it fails that
+	// connect attempt, classified like any connect error; the connection is
+	// closed.
+	SessionInit func(ctx context.Context, conn driver.Conn) error
 	// Fencer, if set, ends the session of an attempt whose outcome is
 	// unknown and confirms it gone before a verify's "not applied" is
 	// trusted (package postgres, package mysql). If nil, a verify that finds
@@ -95,6 +103,7 @@ type Policy struct {
 	connSchedule   Schedule
 	commitVerifier CommitVerifier
 	fencer         Fencer
+	sessionInit    func(ctx context.Context, conn driver.Conn) error
 	budget         *Budget // nil when disabled
 	breaker        *Breaker
 	observer       Observer
@@ -135,6 +144,7 @@ func New(c Config) (*Policy, error) {
 		connSchedule:   c.ConnectSchedule,
 		commitVerifier: c.CommitVerifier,
 		fencer:         c.Fencer,
+		sessionInit:    c.SessionInit,
 		budget:         c.Budget,
 		breaker:        c.Breaker,
 		observer:       c.Observer,

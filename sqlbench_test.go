@@ -126,14 +126,15 @@ func BenchmarkPostgresRunTx(b *testing.B) {
 			}
 		}
 	})
+	pv, _ := sr.New(sr.Config{Classifier: postgres.Classifier, CommitVerifier: postgres.CommitVerifier{}})
 	for _, c := range []struct {
 		name string
-		c    sr.TxConfig
-	}{{"RunTx", sr.TxConfig{}}, {"RunTx+xact-verifier", sr.TxConfig{Verifier: postgres.CommitVerifier{}}}} {
+		p    *sr.Policy
+	}{{"RunTx", p}, {"RunTx+xact-verifier", pv}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := sr.RunTxWith(ctx, db, p, sr.Write("incr", nil), c.c, incr); err != nil {
+				if err := sr.RunTx(ctx, db, c.p, sr.Write("incr", nil), nil, incr); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -280,8 +281,9 @@ func BenchmarkPostgresRunTxVerifierInterleaved(b *testing.B) {
 		_, err := tx.ExecContext(ctx, "UPDATE c SET v = v + 1 WHERE id = 1")
 		return err
 	}
-	run := func(c sr.TxConfig) func(int) error {
-		return func(int) error { return sr.RunTxWith(ctx, db, p, sr.Write("incr", nil), c, incr) }
+	run := func(p *sr.Policy) func(int) error {
+		return func(int) error { return sr.RunTx(ctx, db, p, sr.Write("incr", nil), nil, incr) }
 	}
-	interleave(b, 20, run(sr.TxConfig{}), run(sr.TxConfig{Verifier: postgres.CommitVerifier{}}))
+	pv, _ := sr.New(sr.Config{Classifier: postgres.Classifier, CommitVerifier: postgres.CommitVerifier{}})
+	interleave(b, 20, run(p), run(pv))
 }

@@ -489,7 +489,10 @@ func TestAmbiguousCommitVerified(t *testing.T) {
 			if tt.unfenced {
 				db, p = udb, unfenced
 			}
-			err := sr.RunTxWith(ctx, db, p, tt.op, sr.TxConfig{Verifier: tt.verifier}, func(ctx context.Context, tx *sql.Tx) error {
+			if tt.verifier != nil {
+				p = newPolicy(t, sr.Config{Classifier: postgres.Classifier, Budget: sr.NoBudget, Fencer: postgres.Fencer{}, CommitVerifier: tt.verifier})
+			}
+			err := sr.RunTx(ctx, db, p, tt.op, nil, func(ctx context.Context, tx *sql.Tx) error {
 				runs.Add(1)
 				_, err := tx.ExecContext(ctx, "INSERT INTO task VALUES ($1, 1)", id)
 				return err

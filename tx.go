@@ -46,15 +46,6 @@ type CommitVerifier interface {
 	Committed(ctx context.Context, db *sql.DB, mark string) (committed bool, err error)
 }
 
-// TxConfig holds the optional settings of [RunTxWith].
-type TxConfig struct {
-	// Options are passed to sql.DB.BeginTx; nil means the driver's default.
-	Options *sql.TxOptions
-	// Verifier settles an ambiguous COMMIT when the Op has no Verify. If nil,
-	// such a COMMIT ends the call with an error matching ErrAmbiguous.
-	Verifier CommitVerifier
-}
-
 // RunTx runs fn in a transaction of db, and runs the whole transaction again
 // when a failure proves it was not committed: a retryable failure of BEGIN,
 // of any statement, or of anything else before COMMIT was sent (a deadlock
@@ -66,8 +57,8 @@ type TxConfig struct {
 // A COMMIT whose outcome is unknown is never blindly replayed unless op is
 // [Idempotent]: it is settled by op's Verify, and the call succeeds if the
 // transaction was applied and runs it again if not. Without a Verify the
-// call ends with an error matching [ErrAmbiguous]; [RunTxWith] can supply a
-// [CommitVerifier] instead.
+// call ends with an error matching [ErrAmbiguous], unless Config.CommitVerifier
+// settles it (package postgres: pg_xact_status).
 //
 // fn receives a context bounded by Config.CommandTimeout, if set, which
 // bounds the whole attempt. fn must return the database's errors unchanged
@@ -79,25 +70,16 @@ type TxConfig struct {
 //
 // opts are passed to db.BeginTx. RunTx is safe for concurrent use.
 func RunTx(ctx context.Context, db *sql.DB, p *Policy, op Op, opts *sql.TxOptions, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	return RunTxWith(ctx, db, p, op, TxConfig{Options: opts}, fn)
-}
-
-// RunTxWith is [RunTx] with the optional settings in c: transaction options
-// and a [CommitVerifier].
-func RunTxWith(ctx context.Context, db *sql.DB, p *Policy, op Op, c TxConfig, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	if ctx.Value(txKey{}) != nil {
 		return ErrNestedTx
 	}
-	if c.Verifier == nil {
-		c.Verifier = p.commitVerifier
-	}
-	t := &txRun{db: db, p: p, c: c, fn: fn, userVerify: op.verify, pq: isLibPQ(db.Driver())}
-	if op.idempotent || op.verify != nil {
-		t.c.Verifier = nil // replayed, or settled by the Op: no need to mark it
+	t := &txRun{db: db, p: p, opts: opts, fn: fn, userVerify: op.verify, pq: isLibPQ(db.Driver())}
+	if !op.idempotent && op.verify == nil {
+		t.verifier = p.commitVerifier // replayed, or settled by the Op: no need to mark it
 	}
 	switch {
 	case op.idempotent:
-	case op.verify == nil && t.c.Verifier == nil:
+	case op.verify == nil && t.verifier == nil:
 		op.unsettled = errNoCommitVerifier
 	default:
 		// An ambiguous COMMIT is settled by the Op's Verify or the verifier.
@@ -126,7 +108,8 @@ const (
 type txRun struct {
 	db         *sql.DB
 	p          *Policy
-	c          TxConfig
+	opts       *sql.TxOptions
+	verifier   CommitVerifier // marks the transaction; nil when the Op settles a COMMIT itself
 	fn         func(ctx context.Context, tx *sql.Tx) error
 	userVerify VerifyFunc
 	pq         bool // the driver is lib/pq: its ErrBadConn does not prove COMMIT unsent
@@ -153,7 +136,7 @@ func (t *txRun) attempt(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close()
-	tx, err := conn.BeginTx(ctx, t.c.Options)
+	tx, err := conn.BeginTx(ctx, t.opts)
 	if err != nil {
 		return err
 	}
@@ -165,8 +148,8 @@ func (t *txRun) attempt(ctx context.Context) error {
 		}
 	}()
 	err = t.fn(ctx, tx)
-	if err == nil && t.c.Verifier != nil {
-		t.mark, err = t.c.Verifier.Mark(ctx, tx)
+	if err == nil && t.verifier != nil {
+		t.mark, err = t.verifier.Mark(ctx, tx)
 		t.hasMark = err == nil
 	}
 	if err != nil {
@@ -318,7 +301,7 @@ func (t *txRun) verify(ctx context.Context) (bool, error) {
 	case t.userVerify != nil:
 		return t.userVerify(ctx)
 	case t.hasMark:
-		return t.c.Verifier.Committed(ctx, t.db, t.mark)
+		return t.verifier.Committed(ctx, t.db, t.mark)
 	}
 	return false, errNoCommitVerifier
 }

@@ -102,13 +102,13 @@ func TestRunTx(t *testing.T) {
 			cur = srv
 			db := sql.OpenDB(&fakeConnector{s: srv})
 			defer db.Close()
-			p := testPolicy(t, Config{MaxRetries: 2})
-			c := TxConfig{}
+			c := Config{MaxRetries: 2}
 			v := &fakeVerifier{srv: srv, want: 1}
 			if tt.verifier {
-				c.Verifier = v
+				c.CommitVerifier = v
 			}
-			err := RunTxWith(context.Background(), db, p, tt.op, c, addOne)
+			p := testPolicy(t, c)
+			err := RunTx(context.Background(), db, p, tt.op, nil, addOne)
 			if tt.wantErr == nil && err != nil || tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
 				t.Fatalf("got error %v, want %v", err, tt.wantErr)
 			}
@@ -272,10 +272,10 @@ func TestRunTxVerifierErrorIsAmbiguous(t *testing.T) {
 	srv := newFakeServer(&fault{op: "commit", err: errLost, apply: true})
 	db := sql.OpenDB(&fakeConnector{s: srv})
 	defer db.Close()
-	p := testPolicy(t, Config{})
 	cantTell := errors.New("xid too old")
 	v := &fakeVerifier{srv: srv, err: cantTell}
-	err := RunTxWith(context.Background(), db, p, Write("t", nil), TxConfig{Verifier: v}, addOne)
+	p := testPolicy(t, Config{CommitVerifier: v})
+	err := RunTx(context.Background(), db, p, Write("t", nil), nil, addOne)
 	if !errors.Is(err, ErrAmbiguous) || !errors.Is(err, cantTell) {
 		t.Fatalf("got %v, want ErrAmbiguous wrapping the verifier's error", err)
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 // The errors of [CommitVerifier.Committed] when it cannot settle a COMMIT;
-// sqlretry.RunTxWith then returns an error matching sqlretry.ErrAmbiguous.
+// sqlretry.RunTx then returns an error matching sqlretry.ErrAmbiguous.
 var (
 	// ErrXactTooOld: pg_xact_status returned NULL, the server no longer
 	// keeps the transaction's commit status.
@@ -58,10 +58,11 @@ var (
 // server that ran the transaction: after a failover to a replica promoted
 // with a different history, use an Op Verify that reads the data instead.
 //
-// Use it with sqlretry.RunTxWith:
+// Set it as the Policy's Config.CommitVerifier; RunTx uses it for every
+// Write Op without a Verify of its own:
 //
-//	err := sqlretry.RunTxWith(ctx, db, p, sqlretry.Write("transfer", nil),
-//		sqlretry.TxConfig{Verifier: postgres.CommitVerifier{}}, fn)
+//	p, err := sqlretry.New(sqlretry.Config{Classifier: postgres.Classifier, CommitVerifier: postgres.CommitVerifier{}})
+//	err = sqlretry.RunTx(ctx, db, p, sqlretry.Write("transfer", nil), nil, fn)
 //
 // The zero value is ready to use and safe for concurrent use.
 type CommitVerifier struct {

@@ -159,7 +159,7 @@ func (k *killOnce) Mark(ctx context.Context, tx *sql.Tx) (string, error) {
 	return mark, err
 }
 
-// TestRunTxNotifyOnlyLostCommit: through RunTxWith, a NOTIFY-only
+// TestRunTxNotifyOnlyLostCommit: through RunTx, a NOTIFY-only
 // transaction whose COMMIT is lost is settled by pg_xact_status as not
 // applied and run again: the caller is told success once the listener has
 // the notification, exactly once.
@@ -171,13 +171,13 @@ func TestRunTxNotifyOnlyLostCommit(t *testing.T) {
 	}
 	defer db.Close()
 	l := listen(t, dsn, "jobs")
-	p, err := sr.New(sr.Config{Classifier: postgres.Classifier, Budget: sr.NoBudget, BaseDelay: time.Millisecond})
+	v := &killOnce{t: t, adm: admin(t, dsn)}
+	p, err := sr.New(sr.Config{Classifier: postgres.Classifier, Budget: sr.NoBudget, BaseDelay: time.Millisecond, CommitVerifier: v})
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := &killOnce{t: t, adm: admin(t, dsn)}
 	var runs atomic.Int32
-	err = sr.RunTxWith(ctxT(t), db, p, sr.Write("publish", nil), sr.TxConfig{Verifier: v},
+	err = sr.RunTx(ctxT(t), db, p, sr.Write("publish", nil), nil,
 		func(ctx context.Context, tx *sql.Tx) error {
 			runs.Add(1)
 			_, err := tx.ExecContext(ctx, "NOTIFY jobs, 'job-1'")
@@ -190,11 +190,11 @@ func TestRunTxNotifyOnlyLostCommit(t *testing.T) {
 	switch {
 	case err != nil && errors.Is(err, sr.ErrAmbiguous) && len(got) == 0:
 		// Honest, if not settled.
-		t.Logf("RunTxWith: %v (ambiguous, nothing delivered)", err)
+		t.Logf("RunTx: %v (ambiguous, nothing delivered)", err)
 	case err != nil:
-		t.Errorf("RunTxWith: %v (the listener got %q)", err, got)
+		t.Errorf("RunTx: %v (the listener got %q)", err, got)
 	case len(got) != 1:
-		t.Errorf("RunTxWith reported success after %d runs, but the listener got %q, want exactly one notification", runs.Load(), got)
+		t.Errorf("RunTx reported success after %d runs, but the listener got %q, want exactly one notification", runs.Load(), got)
 	}
 	if err == nil && runs.Load() != 2 {
 		t.Errorf("got %d runs, want 2 (the lost COMMIT settled as not applied, then run again)", runs.Load())
