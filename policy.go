@@ -119,22 +119,68 @@ type Policy struct {
 	budgetExhausted, circuitRejected                   atomic.Int64
 }
 
-// New validates c and returns a Policy, or an error that names the bad field.
-func New(c Config) (*Policy, error) {
+// A ConfigError says which Config field is wrong and why.
+type ConfigError struct {
+	Field  string // the field's name: "BaseDelay", "Budget"
+	Reason string // what is wrong with it
+}
+
+func (e *ConfigError) Error() string { return "sqlretry: Config." + e.Field + " " + e.Reason }
+
+// Validate reports the first field of c that New would refuse, as a
+// *ConfigError, or nil.
+func (c Config) Validate() error {
+	bad := func(field, reason string) error { return &ConfigError{Field: field, Reason: reason} }
 	switch {
 	case c.BaseDelay < 0:
-		return nil, errors.New("sqlretry: Config.BaseDelay must be >= 0, got " + c.BaseDelay.String())
+		return bad("BaseDelay", "must be >= 0, got "+c.BaseDelay.String())
 	case c.MaxDelay < 0:
-		return nil, errors.New("sqlretry: Config.MaxDelay must be >= 0, got " + c.MaxDelay.String())
+		return bad("MaxDelay", "must be >= 0, got "+c.MaxDelay.String())
 	case c.CommandTimeout < 0:
-		return nil, errors.New("sqlretry: Config.CommandTimeout must be >= 0, got " + c.CommandTimeout.String())
+		return bad("CommandTimeout", "must be >= 0, got "+c.CommandTimeout.String())
 	case c.Jitter > NoJitter:
-		return nil, errors.New("sqlretry: Config.Jitter " + c.Jitter.String() + " is not a jitter mode (want FullJitter, EqualJitter, DecorrelatedJitter or NoJitter)")
+		return bad("Jitter", c.Jitter.String()+" is not a jitter mode (want FullJitter, EqualJitter, DecorrelatedJitter or NoJitter)")
 	case c.MaxDelay != 0 && c.BaseDelay != 0 && c.MaxDelay < c.BaseDelay:
-		return nil, errors.New("sqlretry: Config.MaxDelay " + c.MaxDelay.String() + " is below Config.BaseDelay " + c.BaseDelay.String())
+		return bad("MaxDelay", c.MaxDelay.String()+" is below Config.BaseDelay "+c.BaseDelay.String())
+	case c.Budget != nil && c.Budget != NoBudget && c.Budget.ratio == 0:
+		return bad("Budget", "is a zero Budget, which would refuse every retry: use DefaultBudget(), NewBudget or NoBudget")
 	}
+	return nil
+}
+
+// WithDefaults returns c with every zero field that has a default set to
+// it, as New reads them: MaxRetries 3 (a negative value stays: no retries),
+// BaseDelay 100 ms, MaxDelay 5 s (or BaseDelay if larger), Classifier
+// NeutralClassifier, Budget a new DefaultBudget. Jitter's zero value is
+// already FullJitter; the other fields have no default.
+func (c Config) WithDefaults() Config {
+	if c.MaxRetries == 0 {
+		c.MaxRetries = 3
+	}
+	if c.BaseDelay == 0 {
+		c.BaseDelay = 100 * time.Millisecond
+	}
+	if c.MaxDelay == 0 {
+		c.MaxDelay = max(5*time.Second, c.BaseDelay)
+	}
+	if c.Classifier == nil {
+		c.Classifier = NeutralClassifier
+	}
+	if c.Budget == nil {
+		c.Budget = DefaultBudget()
+	}
+	return c
+}
+
+// New validates c and returns a Policy, or a *ConfigError that names the bad
+// field. Zero fields take their defaults (see [Config.WithDefaults]).
+func New(c Config) (*Policy, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	c = c.WithDefaults()
 	p := &Policy{
-		maxRetries:     c.MaxRetries,
+		maxRetries:     max(c.MaxRetries, 0),
 		baseDelay:      c.BaseDelay,
 		maxDelay:       c.MaxDelay,
 		jitter:         c.Jitter,
@@ -154,28 +200,8 @@ func New(c Config) (*Policy, error) {
 		now:            time.Now,
 		sleep:          sleep,
 	}
-	switch {
-	case p.maxRetries == 0:
-		p.maxRetries = 3
-	case p.maxRetries < 0:
-		p.maxRetries = 0
-	}
-	if p.baseDelay == 0 {
-		p.baseDelay = 100 * time.Millisecond
-	}
-	if p.maxDelay == 0 {
-		p.maxDelay = max(5*time.Second, p.baseDelay)
-	}
-	if p.classifier == nil {
-		p.classifier = NeutralClassifier
-	}
-	switch {
-	case p.budget == nil:
-		p.budget = DefaultBudget()
-	case p.budget == NoBudget:
+	if p.budget == NoBudget {
 		p.budget = nil
-	case p.budget.ratio == 0:
-		return nil, errors.New("sqlretry: Config.Budget is a zero Budget, which would refuse every retry: use DefaultBudget(), NewBudget or NoBudget")
 	}
 	if p.rand == nil {
 		p.rand = rand.Float64

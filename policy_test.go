@@ -590,3 +590,41 @@ func TestDecide(t *testing.T) {
 		}
 	}
 }
+
+// New's errors name the field, as a *ConfigError a program can read.
+func TestConfigErrorNamesTheField(t *testing.T) {
+	for field, c := range map[string]Config{
+		"BaseDelay":      {BaseDelay: -1},
+		"MaxDelay":       {BaseDelay: time.Second, MaxDelay: time.Millisecond},
+		"CommandTimeout": {CommandTimeout: -1},
+		"Jitter":         {Jitter: NoJitter + 1},
+		"Budget":         {Budget: &Budget{}},
+	} {
+		_, err := New(c)
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Field != field || !strings.Contains(err.Error(), "Config."+field) {
+			t.Errorf("New(%+v) = %v, want a *ConfigError for %s", c, err, field)
+		}
+		if c.Validate() == nil {
+			t.Errorf("Validate(%+v) = nil, want the error New returns", c)
+		}
+	}
+}
+
+// WithDefaults states the defaults once: New applies exactly these.
+func TestConfigWithDefaults(t *testing.T) {
+	d := Config{}.WithDefaults()
+	if d.MaxRetries != 3 || d.BaseDelay != 100*time.Millisecond || d.MaxDelay != 5*time.Second || d.Classifier == nil || d.Budget == nil || d.Jitter != FullJitter {
+		t.Errorf("Config{}.WithDefaults() = %+v", d)
+	}
+	if got := (Config{BaseDelay: 10 * time.Second}).WithDefaults().MaxDelay; got != 10*time.Second {
+		t.Errorf("MaxDelay default with BaseDelay 10s = %v, want 10s", got)
+	}
+	if got := (Config{MaxRetries: NoRetries}).WithDefaults().MaxRetries; got != NoRetries {
+		t.Errorf("NoRetries became %d", got)
+	}
+	p, err := New(Config{})
+	if err != nil || p.maxRetries != d.MaxRetries || p.baseDelay != d.BaseDelay || p.maxDelay != d.MaxDelay {
+		t.Errorf("New(Config{}) = %v (%v), want WithDefaults' values", p, err)
+	}
+}
