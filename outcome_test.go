@@ -300,3 +300,22 @@ func TestStatsJSONWithoutBudget(t *testing.T) {
 		t.Errorf("with a budget: got %s, %v", b, err)
 	}
 }
+
+// An error that states its verdict is taken at its word, and the driver's
+// error stays in the chain: after a failed reconnect, errors.As still finds it.
+func TestVerdictKeepsTheDriversError(t *testing.T) {
+	srv := newFakeServer()
+	db, _ := openWrapped(t, srv, Config{MaxRetries: 1})
+	if err := db.PingContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv.addFaults(&fault{op: "exec", err: driver.ErrBadConn, kill: true}, &fault{op: "connect", err: errRefused, times: 5})
+	_, err := db.ExecContext(context.Background(), "ADD n 1")
+	if !errors.Is(err, errRefused) || !errors.Is(err, ErrRetriesExhausted) || errors.Is(err, driver.ErrBadConn) {
+		t.Fatalf("got %v, want ErrRetriesExhausted wrapping the reconnect's own error", err)
+	}
+	var re *Error
+	if !errors.As(err, &re) || re.Class.Phase != NotSent {
+		t.Errorf("class %+v, want NotSent", re)
+	}
+}

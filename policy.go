@@ -210,9 +210,11 @@ func New(c Config) (*Policy, error) {
 }
 
 // Classify returns the Policy's verdict on err, as its classifier gives it,
-// unless the database/sql layer stated the verdict itself (a reconnect that
-// failed before the statement was sent). Class.Ended is set when err says
-// its attempt ended.
+// unless an error in err's chain states its own verdict with a method
+// Verdict() Class — as the database/sql layer's errors do where it knows more
+// than the driver's error says (a reconnect that failed before the statement
+// was sent; a session that ended in reply to COMMIT), keeping the driver's
+// error in the chain. Class.Ended is set when err says its attempt ended.
 func (p *Policy) Classify(err error) Class {
 	if c, ok := verdictOf(err); ok {
 		c.Ended = c.Ended || attemptEnded(err)

@@ -22,11 +22,15 @@ func (e *verdictError) Error() string { return e.prefix + e.err.Error() }
 
 func (e *verdictError) Unwrap() error { return e.err }
 
-// verdictOf returns the verdict a verdictError in err's chain carries.
+// Verdict states the error's class, which the Policy takes as it is.
+func (e *verdictError) Verdict() Class { return e.class }
+
+// verdictOf returns the verdict an error in err's chain states with a method
+// Verdict() Class, as the database/sql layer's own errors do.
 func verdictOf(err error) (Class, bool) {
-	var v *verdictError
+	var v interface{ Verdict() Class }
 	if errors.As(err, &v) {
-		return v.class, true
+		return v.Verdict(), true
 	}
 	return Class{}, false
 }
