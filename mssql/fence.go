@@ -3,8 +3,6 @@ package mssql
 import (
 	"context"
 	"database/sql/driver"
-	"errors"
-	"strconv"
 	"time"
 
 	"github.com/sqlretry/sqlretry/internal/rawsql"
@@ -27,26 +25,16 @@ type Fencer struct {
 
 // SessionID returns the session's id, @@SPID.
 func (Fencer) SessionID(ctx context.Context, conn driver.Conn) (string, error) {
-	v, err := rawsql.Scalar(ctx, conn, "SELECT @@SPID")
-	if err != nil {
-		return "", err
-	}
-	n, err := rawsql.Int(v)
-	if err != nil {
-		return "", err
-	}
-	return strconv.FormatInt(n, 10), nil
+	return rawsql.SessionID(ctx, conn, "SELECT @@SPID")
 }
 
 // Fence kills session id and returns once it is gone, or ctx's error.
 func (f Fencer) Fence(ctx context.Context, conn driver.Conn, id string) error {
-	n, err := strconv.ParseInt(id, 10, 16)
-	if err != nil || n <= 0 {
-		return errors.New("mssql: Fencer: not a session id: " + strconv.Quote(id))
-	}
-	spid := strconv.FormatInt(n, 10)
-	if err := rawsql.Exec(ctx, conn, "KILL "+spid); err != nil && Classify(err).Code != "6106" {
-		return err // 6106: not an active process ID, already gone
-	}
-	return rawsql.WaitNone(ctx, conn, "SELECT COUNT(*) FROM sys.dm_exec_sessions WHERE session_id = "+spid, f.Poll)
+	return rawsql.Kill{
+		Engine: "mssql",
+		Stmt:   func(id string) string { return "KILL " + id },
+		Gone:   func(id string) string { return "SELECT COUNT(*) FROM sys.dm_exec_sessions WHERE session_id = " + id },
+		Absent: func(err error) bool { return Classify(err).Code == "6106" }, // not an active process ID
+		Poll:   f.Poll,
+	}.Fence(ctx, conn, id)
 }

@@ -3,8 +3,6 @@ package mysql
 import (
 	"context"
 	"database/sql/driver"
-	"errors"
-	"strconv"
 	"time"
 
 	"github.com/sqlretry/sqlretry/internal/rawsql"
@@ -29,32 +27,16 @@ type Fencer struct {
 
 // SessionID returns the session's connection id.
 func (Fencer) SessionID(ctx context.Context, conn driver.Conn) (string, error) {
-	v, err := rawsql.Scalar(ctx, conn, "SELECT CONNECTION_ID()")
-	if err != nil {
-		return "", err
-	}
-	n, err := rawsql.Int(v)
-	if err != nil {
-		return "", err
-	}
-	return strconv.FormatInt(n, 10), nil
+	return rawsql.SessionID(ctx, conn, "SELECT CONNECTION_ID()")
 }
 
 // Fence kills connection id and returns once it is gone, or ctx's error.
 func (f Fencer) Fence(ctx context.Context, conn driver.Conn, id string) error {
-	n, err := strconv.ParseUint(id, 10, 64)
-	if err != nil || n == 0 {
-		return errors.New("mysql: Fencer: not a connection id: " + strconv.Quote(id))
-	}
-	cid := strconv.FormatUint(n, 10)
-	if err := rawsql.Exec(ctx, conn, "KILL CONNECTION "+cid); err != nil && !isCode(err, 1094) {
-		return err // 1094 ER_NO_SUCH_THREAD: already gone
-	}
-	return rawsql.WaitNone(ctx, conn, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = "+cid, f.Poll)
-}
-
-// isCode reports whether err is a server error with the given number.
-func isCode(err error, number int) bool {
-	c := Classify(err)
-	return c.Code == strconv.Itoa(number)
+	return rawsql.Kill{
+		Engine: "mysql",
+		Stmt:   func(id string) string { return "KILL CONNECTION " + id },
+		Gone:   func(id string) string { return "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = " + id },
+		Absent: func(err error) bool { return Classify(err).Code == "1094" }, // ER_NO_SUCH_THREAD
+		Poll:   f.Poll,
+	}.Fence(ctx, conn, id)
 }

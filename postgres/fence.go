@@ -3,8 +3,6 @@ package postgres
 import (
 	"context"
 	"database/sql/driver"
-	"errors"
-	"strconv"
 	"time"
 
 	"github.com/sqlretry/sqlretry/internal/rawsql"
@@ -30,26 +28,17 @@ type Fencer struct {
 
 // SessionID returns the session's backend pid.
 func (Fencer) SessionID(ctx context.Context, conn driver.Conn) (string, error) {
-	v, err := rawsql.Scalar(ctx, conn, "SELECT pg_backend_pid()")
-	if err != nil {
-		return "", err
-	}
-	pid, err := rawsql.Int(v)
-	if err != nil {
-		return "", err
-	}
-	return strconv.FormatInt(pid, 10), nil
+	return rawsql.SessionID(ctx, conn, "SELECT pg_backend_pid()")
 }
 
 // Fence terminates backend id and returns once it is gone, or ctx's error.
 func (f Fencer) Fence(ctx context.Context, conn driver.Conn, id string) error {
-	pid, err := strconv.ParseInt(id, 10, 32)
-	if err != nil || pid <= 0 {
-		return errors.New("postgres: Fencer: not a backend pid: " + strconv.Quote(id))
-	}
-	p := strconv.FormatInt(pid, 10)
-	if _, err := rawsql.Scalar(ctx, conn, "SELECT pg_terminate_backend("+p+")"); err != nil {
-		return err
-	}
-	return rawsql.WaitNone(ctx, conn, "SELECT count(*) FROM pg_stat_activity WHERE pid = "+p, f.Poll)
+	return rawsql.Kill{
+		Engine: "postgres",
+		// pg_terminate_backend answers false, with a warning, for a pid
+		// that is already gone.
+		Stmt: func(id string) string { return "SELECT pg_terminate_backend(" + id + ")" },
+		Gone: func(id string) string { return "SELECT count(*) FROM pg_stat_activity WHERE pid = " + id },
+		Poll: f.Poll,
+	}.Fence(ctx, conn, id)
 }

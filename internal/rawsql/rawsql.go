@@ -127,3 +127,41 @@ func WaitNone(ctx context.Context, conn driver.Conn, query string, poll time.Dur
 		}
 	}
 }
+
+// SessionID runs query, which returns the session's id as an integer, and
+// returns the id in decimal.
+func SessionID(ctx context.Context, conn driver.Conn, query string) (string, error) {
+	v, err := Scalar(ctx, conn, query)
+	if err != nil {
+		return "", err
+	}
+	n, err := Int(v)
+	if err != nil {
+		return "", err
+	}
+	return strconv.FormatInt(n, 10), nil
+}
+
+// A Kill ends a session on the server and waits until it is gone: what each
+// engine's Fencer does with its own statements.
+type Kill struct {
+	Engine string                 // "postgres", for errors
+	Stmt   func(id string) string // ends session id
+	Gone   func(id string) string // counts the sessions with id: 0 once gone
+	Absent func(err error) bool   // Stmt's error says the session was already gone
+	Poll   time.Duration          // between two counts; 10 ms if 0
+}
+
+// Fence ends session id (a positive decimal integer) over conn and waits
+// until the server no longer lists it, or ctx is done.
+func (k Kill) Fence(ctx context.Context, conn driver.Conn, id string) error {
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil || n <= 0 {
+		return errors.New(k.Engine + ": Fencer: not a session id: " + strconv.Quote(id))
+	}
+	id = strconv.FormatInt(n, 10)
+	if err := Exec(ctx, conn, k.Stmt(id)); err != nil && (k.Absent == nil || !k.Absent(err)) {
+		return err
+	}
+	return WaitNone(ctx, conn, k.Gone(id), k.Poll)
+}
