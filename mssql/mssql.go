@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	sr "github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/internal/codes"
 )
 
 // Entry is one row of the classification table.
@@ -116,11 +117,7 @@ func Classify(err error) (c sr.Class) {
 	if err == nil {
 		return sr.ClassifyNeutral(nil)
 	}
-	defer func() {
-		if recover() != nil {
-			c = panicked
-		}
-	}()
+	defer codes.Recover(&c)
 	if e, ok := errors.AsType[numberer](err); ok {
 		n := e.SQLErrorNumber()
 		var sev uint8
@@ -144,8 +141,6 @@ func Classify(err error) (c sr.Class) {
 	}
 	return c
 }
-
-var panicked = sr.Class{Phase: sr.Unknown, Code: "panic", Reason: "the error's methods panicked while being classified: not retried"}
 
 // verdict finds the listed verdict on number n sent with class sev: a
 // network number's at class 20 and above, else the server's.
@@ -251,34 +246,11 @@ func ValidCode(code string) error {
 	return err
 }
 
-func parse(code string) (int32, error) {
-	if code == "" {
-		return 0, errors.New("SQL Server error number is empty; want a number like 1205")
-	}
-	digits := code
-	if digits[0] == '-' {
-		digits = digits[1:]
-	}
-	if digits == "" {
-		return 0, errors.New("SQL Server error number " + quote(code) + " has no digits; want a number like 1205")
-	}
-	for i := 0; i < len(digits); i++ {
-		if digits[i] < '0' || digits[i] > '9' {
-			return 0, errors.New("SQL Server error number " + quote(code) + " must be decimal digits, optionally after a minus sign, like 1205 or -2")
-		}
-	}
-	n, err := strconv.ParseInt(code, 10, 32)
-	if err != nil {
-		return 0, errors.New("SQL Server error number " + quote(code) + " is out of range (it is an int32)")
-	}
-	return int32(n), nil
-}
+var number = codes.Number{What: "SQL Server error number", Example: "1205 or -2", Min: -1 << 31, Max: 1<<31 - 1, Signed: true}
 
-func quote(s string) string {
-	if len(s) > 40 {
-		s = s[:40] + "..."
-	}
-	return strconv.Quote(s)
+func parse(code string) (int32, error) {
+	n, err := number.Parse(code)
+	return int32(n), err
 }
 
 // Table returns the whole table sorted by number: a fresh copy each call.

@@ -10,6 +10,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	sr "github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/internal/codes"
 )
 
 // Entry is one row of the classification table.
@@ -50,8 +51,6 @@ var Classifier sr.Classifier = sr.ClassifierFunc(Classify)
 // invalidConn is the verdict on mysql.ErrInvalidConn.
 var invalidConn = sr.Class{Retryable: true, Phase: sr.Unknown, Code: "invalid-conn", Reason: "go-sql-driver ErrInvalidConn: the connection failed after the command was sent; it may have run"}
 
-var panicked = sr.Class{Phase: sr.Unknown, Code: "panic", Reason: "the error's methods panicked while being classified: not retried"}
-
 // Classify gives MySQL's verdict on err: a *mysql.MySQLError by its number,
 // mysql.ErrInvalidConn (a read failed after the command was sent) as
 // retryable with an unknown outcome, and anything else by
@@ -61,11 +60,7 @@ func Classify(err error) (c sr.Class) {
 	if err == nil {
 		return sr.ClassifyNeutral(nil)
 	}
-	defer func() {
-		if recover() != nil {
-			c = panicked
-		}
-	}()
+	defer codes.Recover(&c)
 	if me, ok := errors.AsType[*gomysql.MySQLError](err); ok && me != nil {
 		if me.Number == 4031 && !strings.Contains(me.Message, interactionTimeoutText) {
 			return mariaDB4031
@@ -120,27 +115,11 @@ func ValidCode(code string) error {
 	return err
 }
 
-func parse(code string) (uint16, error) {
-	if code == "" {
-		return 0, errors.New("MySQL error number is empty; want a number like 1213")
-	}
-	for i := 0; i < len(code); i++ {
-		if code[i] < '0' || code[i] > '9' {
-			return 0, errors.New("MySQL error number " + quote(code) + " must be decimal digits, like 1213")
-		}
-	}
-	n, err := strconv.ParseUint(code, 10, 16)
-	if err != nil || n == 0 {
-		return 0, errors.New("MySQL error number " + quote(code) + " is out of range (1 to 65535)")
-	}
-	return uint16(n), nil
-}
+var number = codes.Number{What: "MySQL error number", Example: "1213", Min: 1, Max: 65535}
 
-func quote(s string) string {
-	if len(s) > 40 {
-		s = s[:40] + "..."
-	}
-	return strconv.Quote(s)
+func parse(code string) (uint16, error) {
+	n, err := number.Parse(code)
+	return uint16(n), err
 }
 
 // Table returns the whole table sorted by number: a fresh copy each call.

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"reflect"
 	"sort"
-	"strconv"
 	"strings"
 
 	sr "github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/internal/codes"
 )
 
 // Entry is one row of a classification table.
@@ -126,11 +126,7 @@ func classify(t *table, err error) (c sr.Class) {
 	}
 	// A method of the error itself may panic (a typed nil pointer, say);
 	// the classifier must not.
-	defer func() {
-		if recover() != nil {
-			c = panicked
-		}
-	}()
+	defer codes.Recover(&c)
 	if s, ok := errors.AsType[sqlStater](err); ok {
 		code := s.SQLState()
 		c, _ := t.lookup(code)
@@ -191,9 +187,6 @@ func connectError(err error) bool {
 	return false
 }
 
-// panicked is the verdict when the error's own methods panic.
-var panicked = sr.Class{Phase: sr.Unknown, Code: "panic", Reason: "the error's methods panicked while being classified: not retried"}
-
 // connClosed reports whether err's chain holds pgconn.ErrConnClosed, which
 // it recognises by its text ("conn closed") so as not to import pgconn.
 func connClosed(err error) bool {
@@ -229,22 +222,15 @@ func lookupIn(t *table, code string) (sr.Class, bool) {
 // CockroachDB, whose CR000 is well-formed.
 func ValidCode(code string) error {
 	if len(code) != 5 {
-		return errors.New("SQLSTATE " + quote(code) + " must be 5 characters (digits and letters), like 40001")
+		return errors.New("SQLSTATE " + codes.Quote(code) + " must be 5 characters (digits and letters), like 40001")
 	}
 	for i := 0; i < len(code); i++ {
 		b := code[i]
 		if !('0' <= b && b <= '9' || 'A' <= b && b <= 'Z' || 'a' <= b && b <= 'z') {
-			return errors.New("SQLSTATE " + quote(code) + " may hold only digits and letters")
+			return errors.New("SQLSTATE " + codes.Quote(code) + " may hold only digits and letters")
 		}
 	}
 	return nil
-}
-
-func quote(s string) string {
-	if len(s) > 40 {
-		s = s[:40] + "..."
-	}
-	return strconv.Quote(s)
 }
 
 // Table returns PostgreSQL's table sorted by code: a fresh copy each call.

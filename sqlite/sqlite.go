@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	sr "github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/internal/codes"
 )
 
 // Entry is one row of the classification table.
@@ -63,8 +64,6 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // safe for concurrent use.
 var Classifier sr.Classifier = sr.ClassifierFunc(Classify)
 
-var panicked = sr.Class{Phase: sr.Unknown, Code: "panic", Reason: "the error's methods panicked while being classified: not retried"}
-
 // Classify gives SQLite's verdict on err: modernc.org/sqlite's errors through
 // their Code() method, mattn/go-sqlite3's sqlite3.Error by its fields, read
 // by reflection so as not to import it (cgo), and anything else by
@@ -86,11 +85,7 @@ func classify(err error, mattn string) (c sr.Class) {
 	if err == nil {
 		return sr.ClassifyNeutral(nil)
 	}
-	defer func() {
-		if recover() != nil {
-			c = panicked
-		}
-	}()
+	defer codes.Recover(&c)
 	if e, ok := errors.AsType[coder](err); ok {
 		return byCode(e.Code())
 	}
@@ -180,33 +175,19 @@ func ValidCode(code string) error {
 	return err
 }
 
-func parse(code string) (int, error) {
-	if code == "" {
-		return 0, errors.New("SQLite result code is empty; want a number like 5 or a name like SQLITE_BUSY")
-	}
-	if c := code[0]; c < '0' || c > '9' {
-		if n, ok := byName[strings.ToUpper(code)]; ok {
-			return n, nil
-		}
-		return 0, errors.New("SQLite result code " + quote(code) + " is neither a number nor a known name like SQLITE_BUSY")
-	}
-	for i := 0; i < len(code); i++ {
-		if code[i] < '0' || code[i] > '9' {
-			return 0, errors.New("SQLite result code " + quote(code) + " must be decimal digits, like 517, or a name")
-		}
-	}
-	n, err := strconv.ParseUint(code, 10, 16)
-	if err != nil {
-		return 0, errors.New("SQLite result code " + quote(code) + " is out of range (0 to 65535)")
-	}
-	return int(n), nil
-}
+var number = codes.Number{What: "SQLite result code", Example: "517, or a name like SQLITE_BUSY", Min: 0, Max: 65535}
 
-func quote(s string) string {
-	if len(s) > 40 {
-		s = s[:40] + "..."
+func parse(code string) (int, error) {
+	if code != "" {
+		if c := code[0]; c < '0' || c > '9' {
+			if n, ok := byName[strings.ToUpper(code)]; ok {
+				return n, nil
+			}
+			return 0, errors.New("SQLite result code " + codes.Quote(code) + " is neither a number nor a known name like SQLITE_BUSY")
+		}
 	}
-	return strconv.Quote(s)
+	n, err := number.Parse(code)
+	return int(n), err
 }
 
 // Table returns the whole table sorted by number: a fresh copy each call.

@@ -1,0 +1,69 @@
+// Package codes holds what the engine classifiers (postgres, mysql, mssql,
+// sqlite) share: the verdict when an error's own methods panic, and the
+// checks and messages of their code look-ups. Standard library and the
+// root package only.
+package codes
+
+import (
+	"errors"
+	"strconv"
+
+	sr "github.com/sqlretry/sqlretry"
+)
+
+// Panicked is the verdict when the error's own methods panic while it is
+// classified: not retried, outcome unknown.
+var Panicked = sr.Class{Phase: sr.Unknown, Code: "panic", Reason: "the error's methods panicked while being classified: not retried"}
+
+// Recover, deferred by a classifier, turns a panic of the error's own
+// methods into the verdict Panicked, so a classifier never panics.
+func Recover(c *sr.Class) {
+	if recover() != nil {
+		*c = Panicked
+	}
+}
+
+// Quote quotes a code for an error message, cut after 40 bytes.
+func Quote(s string) string {
+	if len(s) > 40 {
+		s = s[:40] + "..."
+	}
+	return strconv.Quote(s)
+}
+
+// A Number describes an engine's decimal error numbers, for ValidCode.
+type Number struct {
+	What    string // "MySQL error number"
+	Example string // "1213"
+	Min     int64
+	Max     int64
+	Signed  bool // a leading minus sign is allowed (SQL Server's -2)
+}
+
+// Parse reads code as a Number, or says what is wrong with it.
+func (n Number) Parse(code string) (int64, error) {
+	if code == "" {
+		return 0, errors.New(n.What + " is empty; want a number like " + n.Example)
+	}
+	digits := code
+	if n.Signed && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if digits == "" {
+		return 0, errors.New(n.What + " " + Quote(code) + " has no digits; want a number like " + n.Example)
+	}
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			sign := ""
+			if n.Signed {
+				sign = ", optionally after a minus sign"
+			}
+			return 0, errors.New(n.What + " " + Quote(code) + " must be decimal digits" + sign + ", like " + n.Example)
+		}
+	}
+	v, err := strconv.ParseInt(code, 10, 64)
+	if err != nil || v < n.Min || v > n.Max {
+		return 0, errors.New(n.What + " " + Quote(code) + " is out of range (" + strconv.FormatInt(n.Min, 10) + " to " + strconv.FormatInt(n.Max, 10) + ")")
+	}
+	return v, nil
+}

@@ -1,0 +1,40 @@
+package codes
+
+import (
+	"strings"
+	"testing"
+
+	sr "github.com/sqlretry/sqlretry"
+)
+
+func TestNumberParse(t *testing.T) {
+	n := Number{What: "X error number", Example: "1205", Min: -5, Max: 9000, Signed: true}
+	for code, want := range map[string]string{
+		"":                     "is empty",
+		"-":                    "has no digits",
+		"12a":                  "must be decimal digits, optionally after a minus sign",
+		"9001":                 "is out of range (-5 to 9000)",
+		"-6":                   "is out of range",
+		"99999999999999999999": "is out of range",
+	} {
+		if _, err := n.Parse(code); err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), "X error number") {
+			t.Errorf("Parse(%q) = %v, want an error saying %q", code, err, want)
+		}
+	}
+	if v, err := n.Parse("-2"); err != nil || v != -2 {
+		t.Errorf("Parse(-2) = %d, %v", v, err)
+	}
+	if _, err := (Number{What: "Y", Example: "1", Max: 9}).Parse("-1"); err == nil || strings.Contains(err.Error(), "minus") {
+		t.Errorf("unsigned Parse(-1) = %v, want an error that does not offer a minus sign", err)
+	}
+}
+
+func TestRecover(t *testing.T) {
+	classify := func() (c sr.Class) {
+		defer Recover(&c)
+		panic("boom")
+	}
+	if got := classify(); got != Panicked {
+		t.Errorf("got %+v, want Panicked", got)
+	}
+}
