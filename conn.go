@@ -440,7 +440,7 @@ func (c *conn) call(ctx context.Context, r *call) error {
 	if rr.rows {
 		attempt = c.timed(ctx, attempt)
 	}
-	if err = c.retry(ctx, c.c.stmtOp(r.query, in), err, attempt); err != nil {
+	if err = c.retry(ctx, attachedOp(ctx, c.c.stmtOp(r.query, in)), err, attempt); err != nil {
 		return err
 	}
 	*r = rr

@@ -318,18 +318,7 @@ func TestWriteReturningRowsLostReplyPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	go func() {
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			var pid int
-			err := admin.QueryRow("SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep' LIMIT 1").Scan(&pid)
-			if err == nil {
-				_, _ = admin.Exec("SELECT pg_terminate_backend($1)", pid)
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
+	go terminateSyncRepWaiter(admin)
 	var id int
 	err = db.QueryRow("INSERT INTO t (v) VALUES (1) RETURNING id").Scan(&id)
 	if !errors.Is(err, sr.ErrAmbiguous) {
@@ -337,6 +326,57 @@ func TestWriteReturningRowsLostReplyPostgres(t *testing.T) {
 	}
 	if n := count(t, admin, "SELECT count(*) FROM t"); n != 1 {
 		t.Errorf("%d rows, want 1 (committed locally, never replayed)", n)
+	}
+}
+
+// terminateSyncRepWaiter terminates the first backend it sees waiting for a
+// synchronous standby, within 10 s.
+func terminateSyncRepWaiter(admin *sql.DB) {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var pid int
+		err := admin.QueryRow("SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep' LIMIT 1").Scan(&pid)
+		if err == nil {
+			_, _ = admin.Exec("SELECT pg_terminate_backend($1)", pid)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// An autocommit INSERT whose COMMIT reply is lost, settled by the Op the
+// caller attached to its context: an idempotency key and Exists. The row
+// landed, so the call succeeds, once.
+func TestWithOpSettlesAnAutocommitInsertPostgres(t *testing.T) {
+	srv := dbtest.StartPostgresWith(t, dbtest.Options{Settings: map[string]string{"synchronous_standby_names": "nostandby"}})
+	admin, err := sql.Open("pgx", srv.DSN()+"&synchronous_commit=local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	mustExec(t, admin, "CREATE TABLE orders (idem_key text PRIMARY KEY)")
+	p := newPolicy(t, sr.Config{Classifier: postgres.Classifier, Fencer: postgres.Fencer{}})
+	db, err := sr.Open("pgx", srv.DSN(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	verifyDB, err := sr.Open("pgx", srv.DSN()+"&synchronous_commit=local", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer verifyDB.Close()
+	key := sr.NewKey()
+	ctx := sr.WithOp(context.Background(), sr.Write("create-order", sr.Exists(verifyDB, "SELECT 1 FROM orders WHERE idem_key = $1", key)))
+	go terminateSyncRepWaiter(admin)
+	if _, err := db.ExecContext(ctx, "INSERT INTO orders VALUES ($1)", key); err != nil {
+		t.Fatalf("got %v, want the attached verify to find the row", err)
+	}
+	if n := count(t, admin, "SELECT count(*) FROM orders"); n != 1 {
+		t.Errorf("%d rows, want 1", n)
+	}
+	if s := p.Stats(); s.VerifiedApplied != 1 {
+		t.Errorf("Stats.VerifiedApplied = %d, want 1", s.VerifiedApplied)
 	}
 }
 

@@ -319,3 +319,39 @@ func TestVerdictKeepsTheDriversError(t *testing.T) {
 		t.Errorf("class %+v, want NotSent", re)
 	}
 }
+
+// An Op attached to one call's context settles that statement's ambiguous
+// failure: the write that landed is not reported ambiguous, the one that
+// did not is replayed once.
+func TestWithOpSettlesOneStatement(t *testing.T) {
+	for _, applied := range []bool{true, false} {
+		srv := newFakeServer()
+		db, p := openWrapped(t, srv, Config{})
+		srv.addFaults(&fault{op: "exec", err: errLost, apply: applied})
+		verify := func(ctx context.Context) (bool, error) { return srv.get("n") == 1, nil }
+		ctx := WithOp(context.Background(), Write("add-one", verify))
+		if _, err := db.ExecContext(ctx, "ADD n 1"); err != nil {
+			t.Fatalf("applied=%v: got %v, want the verify to settle it", applied, err)
+		}
+		if srv.get("n") != 1 {
+			t.Errorf("applied=%v: n = %d, want 1", applied, srv.get("n"))
+		}
+		if s := p.Stats(); s.Verifications != 1 {
+			t.Errorf("applied=%v: %d verifications, want 1", applied, s.Verifications)
+		}
+	}
+	// Without it, the same failure is ambiguous.
+	srv := newFakeServer()
+	db, _ := openWrapped(t, srv, Config{})
+	srv.addFaults(&fault{op: "exec", err: errLost, apply: true})
+	if _, err := db.ExecContext(context.Background(), "ADD n 1"); !errors.Is(err, ErrAmbiguous) {
+		t.Fatalf("no Op: got %v, want ErrAmbiguous", err)
+	}
+}
+
+func TestNewKey(t *testing.T) {
+	a, b := NewKey(), NewKey()
+	if len(a) != 32 || a == b {
+		t.Errorf("NewKey() = %q, %q: want two different 32-digit keys", a, b)
+	}
+}
