@@ -83,10 +83,12 @@ func TestIsReadOnly(t *testing.T) {
 		{"SELECT 1 DELETE FROM t", false},
 		{"SELECT nextval('s')", false},
 		{"SELECT 'a\\'b'; DELETE FROM t WHERE c = 'z'", false},
-		{"SELECT 1 # x", false},
+		{"SELECT 1 # x", true},                         // a comment in MySQL, an operator in PostgreSQL, a name in SQL Server
+		{"SELECT 1 # '\n; DELETE FROM t; -- '", false}, // MySQL ends the comment at the newline
 		{"SELECT 1 --1; DELETE FROM t\n", false},
 		{"SELECT 1 -- ok\n", true},
-		{"SELECT /* a /* b */ c */ 1", false},
+		{"SELECT /* a /* b */ c */ 1", true}, // read either way
+		{"SELECT /* /* */ ; DELETE FROM t; /* */ 1", false},
 		{"SELECT /*!50000 1 */", false},
 		{"SELECT 'unterminated", false},
 		{"INSERT INTO t VALUES (1)", false},
@@ -95,10 +97,15 @@ func TestIsReadOnly(t *testing.T) {
 		{"PRAGMA table_info(t)", false},
 		{"CALL p()", false},
 		{"", false},
-		{"SELECT \"update\", [delete], `insert` FROM t", true},
+		{"SELECT \"update\", \"delete\" FROM t", true},
+		{"SELECT [order], `key` FROM t", true},
+		{"SELECT [delete] FROM t", false}, // brackets quote only in SQL Server and SQLite
 		{"SELECT 'DELETE FROM t' AS s", true},
 		{"SELECT insert_date FROM t", true},
-		{"SELECT $$ ; DELETE $$", true},
+		{"SELECT $$ ; DELETE $$", false}, // $$ is an identifier in MySQL
+		{"SELECT $$ ; DROP $$, $a$ ; INSERT $a$", false},
+		{"SELECT $$ it''s $$", true},
+		{"SELECT $$ it's $$", false}, // an unterminated string in MySQL
 	}
 	for _, tt := range tests {
 		if got := IsReadOnly(tt.sql); got != tt.want {
@@ -112,8 +119,12 @@ func TestVerbAllocs(t *testing.T) {
 		"SELECT 1",
 		"/* c */ WITH x AS (SELECT ')' FROM t) UPDATE t SET a = 1",
 		"  insert into t values (1)",
+		"SELECT a[1], 'it\\'s' FROM t WHERE b = $1 -- x\n",
+		"SELECT $tag$ ; $tag$, `x`, [y] FROM t /*! x */ # c",
+		"INSERT INTO t VALUES (1) ON DUPLICATE KEY UPDATE a = VALUES(a)",
+		"SELECT x\u00a0DELETE FROM t",
 	} {
-		if n := testing.AllocsPerRun(100, func() { Verb(sql); IsReadOnly(sql) }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() { Verb(sql); IsReadOnly(sql); Analyze(sql) }); n != 0 {
 			t.Errorf("Verb/IsReadOnly(%q): %v allocations, want 0", sql, n)
 		}
 	}
