@@ -394,53 +394,59 @@ func waitIdle(t *testing.T, raw *sql.DB) {
 }
 
 // With CommandTimeout, go-sql-driver/mysql closes its socket and MariaDB
-// runs the INSERT on. A verify reading "not applied" meanwhile is no proof:
-// without a Fencer the call is ambiguous and exactly one row lands; with
-// one, the session is killed first, and the verify's answer is final.
+// runs the INSERT on: here it waits for a row lock the test holds, so every
+// verify made meanwhile reads "not applied", and the INSERT commits once the
+// lock is released. Without a Fencer that answer is no proof: the call is
+// ambiguous and exactly one row lands. With one, the session is killed
+// first, and the verify's answer is final: no row lands.
 func TestVerifyRacesTheTimedOutAttemptMariaDB(t *testing.T) {
-	const slowInsert = "INSERT INTO t (v) SELECT 1 FROM DUAL WHERE SLEEP(0.4) = 0"
-	t.Run("no fencer: ambiguous, one row", func(t *testing.T) {
-		_, raw, _ := openMySQL(t, sr.Config{}, nil)
+	const blockedInsert = "INSERT INTO t (v) SELECT v FROM u WHERE id = 1"
+	setup := func(t *testing.T, c sr.Config) (*sql.DB, *sql.DB, func()) {
+		db, raw, _ := openMySQL(t, c, func(c *gomysql.Config) { c.Params["innodb_lock_wait_timeout"] = "30" })
 		mustExec(t, raw, "CREATE TABLE t (v INT)")
+		mustExec(t, raw, "CREATE TABLE u (id INT PRIMARY KEY, v INT)")
+		mustExec(t, raw, "INSERT INTO u VALUES (1, 7)")
+		return db, raw, lockRow(t, raw, "SELECT * FROM u WHERE id = 1 FOR UPDATE")
+	}
+	rows := func(t *testing.T, raw *sql.DB) int { return count(t, raw, "SELECT COUNT(*) FROM t") }
+	t.Run("no fencer: ambiguous, one row", func(t *testing.T) {
+		_, raw, release := setup(t, sr.Config{})
 		p := newPolicy(t, sr.Config{Classifier: mysql.Classifier, CommandTimeout: 100 * time.Millisecond})
-		verify := func(ctx context.Context) (bool, error) { return count(t, raw, "SELECT COUNT(*) FROM t") > 0, nil }
+		verify := func(ctx context.Context) (bool, error) { return rows(t, raw) > 0, nil }
 		err := p.Do(context.Background(), sr.Write("insert", verify), func(ctx context.Context) error {
-			_, err := raw.ExecContext(ctx, slowInsert)
+			_, err := raw.ExecContext(ctx, blockedInsert)
 			return err
 		})
 		if !errors.Is(err, sr.ErrAmbiguous) {
 			t.Errorf("got %v, want ErrAmbiguous", err)
 		}
+		release()
 		waitIdle(t, raw)
-		if n := count(t, raw, "SELECT COUNT(*) FROM t"); n != 1 {
-			t.Errorf("%d rows, want 1", n)
+		if n := rows(t, raw); n != 1 {
+			t.Errorf("%d rows, want 1: the orphaned attempt commits once the lock is free", n)
 		}
 	})
 	t.Run("fencer: the session is killed, the verify's answer is final", func(t *testing.T) {
-		db, raw, _ := openMySQL(t, sr.Config{CommandTimeout: 100 * time.Millisecond, Fencer: mysql.Fencer{}}, nil)
-		mustExec(t, raw, "CREATE TABLE t (v INT)")
-		_, err := db.Exec(slowInsert)
+		db, raw, release := setup(t, sr.Config{CommandTimeout: 100 * time.Millisecond, Fencer: mysql.Fencer{}})
+		_, err := db.Exec(blockedInsert)
 		if !errors.Is(err, sr.ErrAmbiguous) {
 			t.Errorf("Connector: got %v, want ErrAmbiguous", err)
-		}
-		waitIdle(t, raw)
-		if n := count(t, raw, "SELECT COUNT(*) FROM t"); n != 0 {
-			t.Errorf("Connector: %d rows, want 0: the fenced session's INSERT ran on", n)
 		}
 		// The same call inside Do with a verify: the inner layer fenced the
 		// session, so the outer verify's "not applied" is trusted.
 		outer := newPolicy(t, sr.Config{Classifier: mysql.Classifier})
-		verify := func(ctx context.Context) (bool, error) { return count(t, raw, "SELECT COUNT(*) FROM t") > 0, nil }
+		verify := func(ctx context.Context) (bool, error) { return rows(t, raw) > 0, nil }
 		err = outer.Do(context.Background(), sr.Write("insert", verify), func(ctx context.Context) error {
-			_, err := db.ExecContext(ctx, slowInsert)
+			_, err := db.ExecContext(ctx, blockedInsert)
 			return err
 		})
 		if err == nil || errors.Is(err, sr.ErrAmbiguous) {
 			t.Errorf("outer Do: got %v, want a plain error: the verify proved the write absent", err)
 		}
+		release()
 		waitIdle(t, raw)
-		if n := count(t, raw, "SELECT COUNT(*) FROM t"); n != 0 {
-			t.Errorf("outer Do: %d rows, want 0", n)
+		if n := rows(t, raw); n != 0 {
+			t.Errorf("%d rows, want 0: a fenced session's INSERT ran on", n)
 		}
 	})
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
+	"strings"
 	"time"
 
 	sr "github.com/sqlretry/sqlretry"
@@ -18,6 +20,11 @@ var (
 	// ErrXactInProgress: the transaction was still in progress after
 	// CommitVerifier.MaxWait.
 	ErrXactInProgress = errors.New("postgres: the transaction is still in progress")
+	// ErrHistoryChanged: the server answering is not on the timeline the
+	// transaction was marked on — a standby was promoted (or the server
+	// was restored) since — so the transaction id may now name another
+	// transaction, which a promoted standby hands out again.
+	ErrHistoryChanged = errors.New("postgres: the server's timeline changed since the transaction was marked (a failover or a restore): its transaction id may name another transaction now")
 )
 
 // CommitVerifier is a [sr.CommitVerifier] for PostgreSQL 13 and later. Just
@@ -79,12 +86,19 @@ type CommitVerifier struct {
 
 var _ sr.CommitVerifier = CommitVerifier{}
 
-// markQuery takes the transaction's id, assigning one if it has none, except
-// on a hot standby, where none can be assigned and nothing can commit.
-const markQuery = "SELECT CASE WHEN pg_is_in_recovery() THEN pg_current_xact_id_if_assigned() ELSE pg_current_xact_id() END::text"
+// timelineExpr is the server's current timeline, as the first 8 hex digits
+// of the name of the WAL file being written: a promotion (or a point-in-time
+// restore) moves every later write to a new timeline. It fails during
+// recovery, where nothing commits.
+const timelineExpr = "substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)"
 
-// Mark returns the transaction's id as text, assigning one if the
-// transaction has none yet, or "" on a hot standby.
+// markQuery takes the transaction's id, assigning one if it has none, and
+// the timeline it runs on: "xid@timeline". On a hot standby, where none can
+// be assigned and nothing can commit, it returns NULL.
+const markQuery = "SELECT CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_current_xact_id()::text || '@' || " + timelineExpr + " END"
+
+// Mark returns the transaction's id and timeline as "xid@timeline",
+// assigning an id if the transaction has none yet, or "" on a hot standby.
 func (CommitVerifier) Mark(ctx context.Context, tx *sql.Tx) (string, error) {
 	var xid sql.NullString
 	if err := tx.QueryRowContext(ctx, markQuery).Scan(&xid); err != nil {
@@ -94,9 +108,14 @@ func (CommitVerifier) Mark(ctx context.Context, tx *sql.Tx) (string, error) {
 }
 
 // Committed reports whether the transaction Mark returned mark for
-// committed, asking pg_xact_status on a connection of db. An empty mark (a
-// transaction on a hot standby, which cannot commit anything) counts as
-// committed.
+// committed, asking pg_xact_status on a connection of db — but only of a
+// server on the timeline the transaction was marked on: after a promotion
+// the new primary hands the lost transaction's id out again, and its status
+// would be another transaction's, so Committed returns [ErrHistoryChanged]
+// (the call then ends in ErrAmbiguous). A standby answering (the pool
+// points at one) cannot tell its timeline mid-recovery: an error too. An
+// empty mark (a transaction on a hot standby, which cannot commit
+// anything) counts as committed.
 func (v CommitVerifier) Committed(ctx context.Context, db *sql.DB, mark string) (bool, error) {
 	if mark == "" {
 		return true, nil
@@ -112,11 +131,19 @@ func (v CommitVerifier) Committed(ctx context.Context, db *sql.DB, mark string) 
 	if sleep == nil {
 		sleep = sleepCtx
 	}
+	xid, timeline, ok := strings.Cut(mark, "@")
+	if !ok || xid == "" || timeline == "" {
+		return false, errors.New("postgres: CommitVerifier: not a mark: " + strconv.Quote(mark))
+	}
 	var waited time.Duration
 	for {
 		var status sql.NullString
-		if err := db.QueryRowContext(ctx, "SELECT pg_xact_status($1::text::xid8)", mark).Scan(&status); err != nil {
+		var now string
+		if err := db.QueryRowContext(ctx, "SELECT pg_xact_status($1::text::xid8), "+timelineExpr, xid).Scan(&status, &now); err != nil {
 			return false, err
+		}
+		if now != timeline {
+			return false, ErrHistoryChanged
 		}
 		committed, again, err := settle(status)
 		if !again {

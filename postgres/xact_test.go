@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,6 +98,27 @@ func TestCommitVerifierServer(t *testing.T) {
 		}
 		if ok, err := v.Committed(ctx, db, m); ok || err != nil {
 			t.Errorf("rolled back: got %v, %v; want false, nil", ok, err)
+		}
+	})
+	t.Run("another timeline: no answer", func(t *testing.T) {
+		// A promoted standby hands the lost transaction's id out again:
+		// a mark from another timeline must not be answered.
+		tx, _ := db.BeginTx(ctx, nil)
+		tx.Exec("INSERT INTO t VALUES (40)")
+		m := mark(t, tx)
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		xid, tl, ok := strings.Cut(m, "@")
+		if !ok || len(tl) != 8 {
+			t.Fatalf("mark %q: want xid@timeline", m)
+		}
+		other := xid + "@" + fmt.Sprintf("%08X", 0x7fffffff)
+		if ok, err := v.Committed(ctx, db, other); ok || !errors.Is(err, ErrHistoryChanged) {
+			t.Errorf("got %v, %v; want false, ErrHistoryChanged", ok, err)
+		}
+		if _, err := v.Committed(ctx, db, xid); err == nil {
+			t.Error("a mark without a timeline was answered")
 		}
 	})
 	t.Run("an empty mark (hot standby) counts as applied", func(t *testing.T) {
