@@ -34,7 +34,7 @@ func (s *Store) AdvanceRun(ctx context.Context, seriesID string, expected int64)
 	if s.naive {
 		err = s.naiveAdvance(ctx, seriesID, expected, &a)
 	} else {
-		verify := func(ctx context.Context) (bool, error) { return s.advanced(ctx, s.db, &a) }
+		verify := func(ctx context.Context) (bool, error) { return s.advanceLanded(ctx, seriesID, &a) }
 		err = sqlretry.RunTx(ctx, s.db, s.pol.AdvanceRun, sqlretry.Write("taskstore.advance-run", verify), nil, func(ctx context.Context, tx *sql.Tx) error {
 			res, err := tx.ExecContext(ctx, s.q.advance, a.ID, seriesID, expected)
 			if err != nil {
@@ -63,6 +63,16 @@ func (s *Store) AdvanceRun(ctx context.Context, seriesID string, expected int64)
 		return Advance{ID: a.ID}, err
 	}
 	return a, nil
+}
+
+// advanceLanded is the verdict on advance a of series seriesID: advanced,
+// read once no attempt that could still commit it is in flight (each one
+// that can commit has updated the series' row).
+func (s *Store) advanceLanded(ctx context.Context, seriesID string, a *Advance) (bool, error) {
+	if err := s.awaitTask(ctx, seriesID); err != nil {
+		return false, err
+	}
+	return s.advanced(ctx, s.db, a)
 }
 
 // advanced reports whether the advance a.ID was counted, and fills in its

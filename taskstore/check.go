@@ -174,8 +174,11 @@ func check(sn snapshot, entries []Entry, starts map[string]int) Report {
 	r := Report{Ops: len(entries), Told: map[string]int{}, Tasks: len(sn.tasks), AuditRows: sn.auditRows, Runs: sn.runRows}
 	// Start calls the caller cancelled: the caller gave up on the attempt,
 	// so one it counted is not the store's fault. An ambiguous Start is not
-	// excused: the store settles it (see [Store.Work], [Store.Started]).
+	// excused: the store settles it (see [Store.Work], [Store.SettleStart]).
 	canceledStarts := map[string]int{}
+	// Start calls told anything but OK, per task, to explain a count that
+	// does not match.
+	unsettled := map[string][]string{}
 	for _, e := range entries {
 		r.Told[e.Outcome.String()]++
 		switch e.Kind {
@@ -223,6 +226,9 @@ func check(sn snapshot, entries []Entry, starts map[string]int) Report {
 			if e.Kind == OpStart && e.Outcome == ToldCanceled {
 				canceledStarts[e.TaskID]++
 			}
+			if e.Kind == OpStart && e.Outcome != ToldOK {
+				unsettled[e.TaskID] = append(unsettled[e.TaskID], fmt.Sprintf("start %s told %s", e.ID, e.Outcome))
+			}
 		}
 	}
 	// Recover's transitions are not in the ledger; their ids are unique by
@@ -246,11 +252,11 @@ func check(sn snapshot, entries []Entry, starts map[string]int) Report {
 		r.HandlerStarts += st
 		if burned := t.JobAttempts - st - canceledStarts[id]; burned > 0 {
 			r.JobAttemptsBurned += burned
-			r.problem("task %s counts %d job attempts for %d handler starts", id, t.JobAttempts, st)
+			r.problem("task %s counts %d job attempts for %d handler starts%s", id, t.JobAttempts, st, explain(unsettled[id]))
 		}
 		if st > t.JobAttempts {
 			r.UncountedStarts += st - t.JobAttempts
-			r.problem("task %s started its handler %d times but counts %d attempts", id, st, t.JobAttempts)
+			r.problem("task %s started its handler %d times but counts %d attempts%s", id, st, t.JobAttempts, explain(unsettled[id]))
 		}
 		if row.maxRuns > 0 && row.runCount > row.maxRuns {
 			r.DoubleCounted += row.runCount - row.maxRuns
@@ -262,4 +268,12 @@ func check(sn snapshot, entries []Entry, starts map[string]int) Report {
 		}
 	}
 	return r
+}
+
+// explain lists the Start calls that were not told OK, for a problem line.
+func explain(starts []string) string {
+	if len(starts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(starts, ", ") + ")"
 }

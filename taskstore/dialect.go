@@ -64,11 +64,13 @@ func SQLiteDSN(path string) string {
 //
 //	?i   a BIGINT parameter in a SELECT list (PostgreSQL cannot infer its type there)
 //	{skip} the row-lock clause of the claim's candidate query
+//	{share} a shared row lock (SQLite: none; its BEGIN IMMEDIATE takes the write lock)
 func (d Dialect) bind(q string) string {
 	switch d {
 	case Postgres:
 		q = strings.ReplaceAll(q, "?i", "CAST(? AS BIGINT)")
 		q = strings.ReplaceAll(q, "{skip}", "FOR UPDATE SKIP LOCKED")
+		q = strings.ReplaceAll(q, "{share}", "FOR SHARE")
 		var b strings.Builder
 		n := 0
 		for i := 0; i < len(q); i++ {
@@ -83,11 +85,13 @@ func (d Dialect) bind(q string) string {
 		return b.String()
 	case MariaDB:
 		q = strings.ReplaceAll(q, "?i", "?")
+		q = strings.ReplaceAll(q, "{share}", "LOCK IN SHARE MODE")
 		return strings.ReplaceAll(q, "{skip}", "FOR UPDATE SKIP LOCKED")
 	}
 	// SQLite has one writer at a time and no row locks: _txlock=immediate
 	// serialises claims instead.
 	q = strings.ReplaceAll(q, "?i", "?")
+	q = strings.ReplaceAll(q, "{share}", "")
 	return strings.ReplaceAll(q, "{skip}", "")
 }
 

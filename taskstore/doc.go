@@ -76,9 +76,19 @@
 // Start, Complete and Fail keep storage retries apart from job retries
 // (seed 000): a job attempt is counted by Start, when the handler starts,
 // and only there; a storage retry of any write never reaches the counter.
-// A Start whose outcome stays unknown is settled by [Store.Started] (Work
-// does it): if the attempt was counted, the handler runs.
+// A Start whose outcome stays unknown is settled by [Store.SettleStart]
+// (Work does it), which reads on through an outage for up to a lease: if
+// the attempt was counted, the handler runs.
 // Fail sends the task back to the queue while it has attempts left.
+//
+// A verdict on a failed attempt ("applied", "not applied": every verify,
+// Started, SettleStart) is given only once that attempt is dead on the
+// server. A client whose connection dropped may have left its COMMIT on the
+// way, and a read on another connection would otherwise say "not there"
+// before it lands. Each transaction here commits only after its last
+// statement was answered, and holds a lock until it ends (the task's row;
+// the transition id's unique-index entry), so a verdict first takes that
+// lock in a transaction it rolls back, then reads.
 //
 // Before it reports a failure whose last attempt ended with an unknown
 // outcome, the store reads once more whether its write is there, so a write

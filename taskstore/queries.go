@@ -14,6 +14,7 @@ type queries struct {
 	naiveComplete                            string
 	ensureOccurrence, leaseOf                string
 	occurrence                               string
+	probeAudit, lockTask                     string
 }
 
 const taskColumns = `id, task_key, parent_id, scheduled_us, due_us, status, job_attempts, max_attempts,
@@ -70,6 +71,12 @@ func queriesFor(d Dialect) *queries {
 		occurrence: `SELECT ` + taskColumns + ` FROM tasks WHERE parent_id = ? AND scheduled_us = ?`,
 		runByID:    `SELECT run_no, schedule_version FROM task_runs WHERE advance_id = ?`,
 
+		// The barriers a verdict waits behind (see Store.awaitTransition and
+		// Store.awaitTask), each run in a transaction that is rolled back.
+		// lockTask waits for the row lock a transition's or an advance's
+		// UPDATE holds until its transaction ends.
+		lockTask: `SELECT id FROM tasks WHERE id = ? {share}`,
+
 		// Seed 002's unsafe shapes, for Options.Naive only.
 		naiveAdvance: `UPDATE tasks SET current_run_count = current_run_count + 1, advanced_by = ?
 			WHERE id = ? AND schedule_version = ? AND (max_runs = 0 OR current_run_count < max_runs)`,
@@ -83,6 +90,22 @@ func queriesFor(d Dialect) *queries {
 	// MariaDB's ON DUPLICATE KEY UPDATE would absorb a collision on any
 	// unique key, the primary key included, so there the insert is plain
 	// and EnsureOccurrence reads a duplicate key back by occurrence.
+	// probeAudit inserts a row under a transition id, to wait for the
+	// unique-index entry a transaction in flight holds for the same id: an
+	// insert that meets an uncommitted duplicate waits until its inserter
+	// ends. The collision is ignored, not an error (PostgreSQL would abort
+	// the transaction and log it), and the row is never committed.
+	switch d {
+	case Postgres:
+		q.probeAudit = `INSERT INTO status_audit (task_id, transition_id, from_status, to_status, at_us)
+			VALUES ('', ?, '', '', 0) ON CONFLICT (transition_id) DO NOTHING`
+	case MariaDB:
+		q.probeAudit = `INSERT IGNORE INTO status_audit (task_id, transition_id, from_status, to_status, at_us)
+			VALUES ('', ?, '', '', 0)`
+	default:
+		q.probeAudit = `INSERT OR IGNORE INTO status_audit (task_id, transition_id, from_status, to_status, at_us)
+			VALUES ('', ?, '', '', 0)`
+	}
 	switch d {
 	case MariaDB:
 		q.ensureOccurrence = `INSERT INTO tasks (id, task_key, parent_id, scheduled_us, due_us, status, max_attempts, max_runs, payload, created_us)
@@ -93,7 +116,8 @@ func queriesFor(d Dialect) *queries {
 	}
 	for _, p := range []*string{&q.insert, &q.get, &q.auditCount, &q.auditTask, &q.insertAudit, &q.setStatus, &q.setStatusRunning,
 		&q.claimCandidate, &q.claim, &q.start, &q.complete, &q.fail, &q.expired, &q.expire, &q.advance, &q.insertRun,
-		&q.runByID, &q.naiveAdvance, &q.naiveSetStatus, &q.naiveStart, &q.naiveComplete, &q.ensureOccurrence, &q.leaseOf, &q.occurrence} {
+		&q.runByID, &q.naiveAdvance, &q.naiveSetStatus, &q.naiveStart, &q.naiveComplete, &q.ensureOccurrence, &q.leaseOf, &q.occurrence,
+		&q.probeAudit, &q.lockTask} {
 		*p = d.bind(*p)
 	}
 	return q

@@ -84,14 +84,32 @@ func TestWorkSettlesAmbiguousStart(t *testing.T) {
 	}
 }
 
-// TestCheckCountsUnsettledStart: when the start cannot be settled either,
+// TestCheckCountsUnsettledStart: when the start cannot be settled within
+// a lease either (Work keeps reading until the lease would have expired),
 // the attempt is spent with no handler start, and Check says so.
 func TestCheckCountsUnsettledStart(t *testing.T) {
 	ctx := context.Background()
 	s, clk, plan, led, task := ambiguousStartStore(t, faults.Unlimited)
 	ran := 0
+	// Once the settling reads have failed for a while, the lease's time
+	// passes: Work gives up.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for plan.Counts().Faults[faults.BeforeSend] < 100 {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+		clk.Advance(time.Hour)
+	}()
 	_, err := s.Work(ctx, "w", func(context.Context, Task) error { ran++; return nil }, 0)
 	plan.Disable()
+	if n := plan.Counts().Faults[faults.BeforeSend]; n < 100 {
+		t.Errorf("Work gave up after %d failed reads, want it to go on reading until the lease's time passed", n)
+	}
 	if o := OutcomeOf(err); o != ToldAmbiguous {
 		t.Fatalf("Work: got %v (%v), want an ambiguous error", err, o)
 	}

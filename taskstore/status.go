@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -129,7 +130,7 @@ func reservedID(id string) bool {
 // transaction, settled after an ambiguous COMMIT by looking for the audit
 // row.
 func (s *Store) apply(ctx context.Context, p *sqlretry.Policy, c change) error {
-	verify := func(ctx context.Context) (bool, error) { return s.auditExists(ctx, s.db, c.id, c.taskID, c.to) }
+	verify := func(ctx context.Context) (bool, error) { return s.transitionLanded(ctx, c.id, c.taskID, c.to) }
 	err := sqlretry.RunTx(ctx, s.db, p, sqlretry.Write(c.op, verify), nil, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, c.update, c.args...)
 		if err != nil {
@@ -162,7 +163,10 @@ func (s *Store) apply(ctx context.Context, p *sqlretry.Policy, c change) error {
 		case rerr == nil:
 			return fmt.Errorf("%w: %q (task %s): %w", ErrTransitionIDTaken, c.id, c.taskID, err)
 		}
-		return err
+		// The row under our id may be our own earlier attempt's: the
+		// transition may have happened, and a plain error would say it
+		// did not.
+		return ambiguous(c.op, c.id, err, rerr)
 	}
 	return s.confirm(ctx, err, verify)
 }
@@ -183,6 +187,71 @@ func (s *Store) confirm(ctx context.Context, err error, verify sqlretry.VerifyFu
 		return nil
 	}
 	return err
+}
+
+// ambiguous is the error of a write whose outcome the store could not
+// settle: it matches sqlretry.ErrAmbiguous and wraps err, the write's
+// error, and rerr, the settling read's.
+func ambiguous(op, id string, err, rerr error) error {
+	return fmt.Errorf("taskstore: %s %s: %w: settling it failed: %w (the write's error: %w)", op, id, sqlretry.ErrAmbiguous, rerr, err)
+}
+
+// A verdict ("applied", "not applied") about an attempt that failed is
+// given only once that attempt is dead on the server. A client that saw its
+// connection drop may have left its COMMIT on the way: the server reads it
+// later and commits, after a read on another connection said "not there"
+// (the chaos command's PostgreSQL and MariaDB runs meet it; SQLite runs in
+// the process, so a failed call has finished). Every write here commits
+// only after its last statement was answered, and that statement holds a
+// lock until the transaction ends: the UPDATE holds the task's row, the
+// audit insert the transition id's unique-index entry. A verdict therefore
+// first takes the same lock in a transaction it rolls back, which waits
+// until no transaction that could still commit the write is in flight, then
+// reads. (A Persist is a single autocommit INSERT: there is no lock to wait
+// behind until the server has started it, so it has no such barrier.)
+
+// awaitTransition waits until no transaction that may still commit the
+// audit row of transition id is in flight.
+func (s *Store) awaitTransition(ctx context.Context, id string) error {
+	return s.barrier(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, s.q.probeAudit, id)
+		return err
+	})
+}
+
+// awaitTask waits until no transaction that updated task id is in flight.
+func (s *Store) awaitTask(ctx context.Context, id string) error {
+	return s.barrier(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, s.q.lockTask, id)
+		if err != nil {
+			return err
+		}
+		return rows.Close()
+	})
+}
+
+// barrier runs wait in a transaction it rolls back: nothing it does is
+// ever committed.
+func (s *Store) barrier(ctx context.Context, wait func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	err = wait(tx)
+	// A rollback that fails leaves nothing behind either: a server rolls
+	// back a transaction whose connection is gone.
+	_ = tx.Rollback()
+	return err
+}
+
+// transitionLanded is the verdict on transition id: whether its audit row
+// (on task taskID, into one of the statuses to) exists, read once no
+// attempt that could still commit it is in flight.
+func (s *Store) transitionLanded(ctx context.Context, id, taskID string, to [2]Status) (bool, error) {
+	if err := s.awaitTransition(ctx, id); err != nil {
+		return false, err
+	}
+	return s.auditExists(ctx, s.db, id, taskID, to)
 }
 
 // auditExists reports whether the audit row of transition id exists: on
@@ -300,7 +369,7 @@ func (s *Store) Claim(ctx context.Context, owner string) (*Lease, error) {
 		err = sqlretry.RunTx(ctx, s.db, s.pol.Claim, sqlretry.Idempotent("taskstore.claim"), nil, body)
 	} else {
 		verify := func(ctx context.Context) (bool, error) {
-			l, held, err := s.holding(ctx, s.db, token, owner)
+			l, held, err := s.claimLanded(ctx, token, owner)
 			if err != nil || !held {
 				return held, err
 			}
@@ -332,6 +401,16 @@ func (s *Store) Claim(ctx context.Context, owner string) (*Lease, error) {
 		return nil, err
 	}
 	return lease, nil
+}
+
+// claimLanded is the verdict on the claim with token: holding, read once no
+// attempt that could still commit the claim is in flight (the claim's audit
+// row carries the token as its transition id).
+func (s *Store) claimLanded(ctx context.Context, token, owner string) (lease *Lease, landed bool, err error) {
+	if err := s.awaitTransition(ctx, token); err != nil {
+		return nil, false, err
+	}
+	return s.holding(ctx, s.db, token, owner)
 }
 
 // holding settles an ambiguous claim: landed reports whether the claim with
@@ -384,16 +463,86 @@ func (s *Store) Start(ctx context.Context, l *Lease) error {
 
 // Started reports whether [Store.Start] on l landed, by reading the audit
 // row of its start transition under the Read policy (retried on any
-// transient failure). A caller whose Start returned an error matching
-// sqlretry.ErrAmbiguous calls it to settle the job attempt: true means the
-// attempt was counted and the handler must run (or the attempt is spent for
-// nothing); false means it was not, and the lease expires unused. [Store.Work]
-// does this itself.
+// transient failure), once no Start attempt that could still commit is in
+// flight on the server. A caller whose Start returned an error matching
+// sqlretry.ErrAmbiguous settles the job attempt with it, or with
+// [Store.SettleStart], which also outlasts an outage: true means the attempt
+// was counted and the handler must run (or the attempt is spent for
+// nothing); false means it was not, and the lease expires unused.
+// [Store.Work] settles it itself.
 func (s *Store) Started(ctx context.Context, l *Lease) (bool, error) {
+	landed, _, err := s.startState(ctx, l, false)
+	return landed, err
+}
+
+// startState reads, under the Read policy and once no Start attempt that
+// could still commit is in flight, whether l's Start landed and, with
+// lease, whether l still holds the task.
+func (s *Store) startState(ctx context.Context, l *Lease, lease bool) (landed, held bool, err error) {
 	id := l.Token + ":start"
-	return sqlretry.DoValue(ctx, s.pol.Read, sqlretry.Idempotent("taskstore.started"), func(ctx context.Context) (bool, error) {
-		return s.auditExists(ctx, s.db, id, l.Task.ID, [2]Status{Running, Running})
+	err = s.pol.Read.Do(ctx, sqlretry.Idempotent("taskstore.started"), func(ctx context.Context) error {
+		var err error
+		landed, err = s.transitionLanded(ctx, id, l.Task.ID, [2]Status{Running, Running})
+		if err != nil || !landed || !lease {
+			return err
+		}
+		var token sql.NullString
+		var exp sql.NullInt64
+		if err := s.db.QueryRowContext(ctx, s.q.leaseOf, l.Task.ID).Scan(&token, &exp); err != nil {
+			return err
+		}
+		held = token.Valid && token.String == l.Token
+		return nil
 	})
+	return landed, held, err
+}
+
+// Settling an ambiguous Start waits between reads from settleBase, doubling
+// up to settleCap.
+const (
+	settleBase = 50 * time.Millisecond
+	settleCap  = time.Second
+)
+
+// SettleStart settles a Start on l whose outcome is unknown (its error
+// matches sqlretry.ErrAmbiguous): true means the job attempt was counted and
+// l still holds the task, so the handler must run now; false with a nil
+// error means the Start did not land (and never will), so the lease expires
+// unused.
+//
+// A Start is left ambiguous when its reply and then its verify were lost:
+// on a server, typically as an outage begins. So, unlike [Store.Started],
+// SettleStart does not give up when one read fails: it reads again, with
+// capped exponential backoff, until the database answers, for as long as a
+// lease lasts (Options.LeaseTTL on the store's clock: past that, a Start
+// that landed has lost its task to [Store.Recover]) or until ctx is done.
+// Giving up earlier would leave a job attempt counted with no handler start.
+// It then returns the last read's error. A Start that landed on a lease
+// that has since been taken back yields a [*StatusError] matching
+// [ErrLeaseLost]: the attempt was counted, but the task is no longer the
+// caller's to run.
+func (s *Store) SettleStart(ctx context.Context, l *Lease) (bool, error) {
+	until := s.now().Add(s.ttl)
+	var prev time.Duration
+	for n := 1; ; n++ {
+		landed, held, err := s.startState(ctx, l, true)
+		switch {
+		case err == nil && landed && !held:
+			return false, &StatusError{TaskID: l.Task.ID, Want: Running, cause: ErrLeaseLost}
+		case err == nil:
+			return landed, nil
+		case ctx.Err() != nil || !s.now().Before(until):
+			return false, err
+		}
+		prev = sqlretry.Delay(sqlretry.EqualJitter, settleBase, settleCap, n, prev, rand.Float64())
+		t := time.NewTimer(prev)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false, err
+		}
+	}
 }
 
 // Complete marks the started task Succeeded and releases its lease. A lease
@@ -492,10 +641,10 @@ type Handler func(ctx context.Context, t Task) error
 // (the job attempt is counted as the handler starts, and the ledger, if
 // any, records the start), the handler, then Complete or Fail. It reports
 // whether a task was claimed. A Start whose outcome is ambiguous is settled
-// with [Store.Started]: if it landed, the handler runs. A storage error
-// leaves the lease to expire,
-// and Recover returns the task to the queue; a caller's cancellation ends
-// Work without a Fail, so it never turns into a job retry.
+// with [Store.SettleStart], through an outage if need be: if it landed, the
+// handler runs. A storage error leaves the lease to expire, and Recover
+// returns the task to the queue; a caller's cancellation ends Work without a
+// Fail, so it never turns into a job retry.
 func (s *Store) Work(ctx context.Context, owner string, h Handler, retryDelay time.Duration) (bool, error) {
 	l, err := s.Claim(ctx, owner)
 	if err != nil || l == nil {
@@ -507,7 +656,11 @@ func (s *Store) Work(ctx context.Context, owner string, h Handler, retryDelay ti
 		if OutcomeOf(err) != ToldAmbiguous || ctx.Err() != nil {
 			return true, err
 		}
-		if started, serr := s.Started(ctx, l); serr != nil || !started {
+		started, serr := s.SettleStart(ctx, l)
+		if errors.Is(serr, ErrLeaseLost) {
+			return true, serr
+		}
+		if serr != nil || !started {
 			return true, err
 		}
 	}

@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
+
+	"github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/faults"
 )
 
 // TestTransitionIDScoped: a transition id names one transition of one task.
@@ -136,5 +140,42 @@ func TestSetStatusMoves(t *testing.T) {
 				t.Errorf("%s: old lease's Complete: got %v, want ErrLeaseLost", tc.name, err)
 			}
 		}
+	}
+}
+
+// TestTransitionIDTakenUnsettledIsAmbiguous: a transition replayed under
+// its id after the task came back to its From status (its earlier call
+// landed, another transition moved the task back) meets its own audit row
+// and asks whose row that is. When that read fails, the transition may be
+// the caller's own and has then happened: the error must match
+// sqlretry.ErrAmbiguous, not be a plain duplicate-key error that says it
+// was not applied.
+func TestTransitionIDTakenUnsettledIsAmbiguous(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(d.String(), func(t *testing.T) {
+			ctx := context.Background()
+			plan := faults.MustPlan(faults.Config{Seed: 1})
+			s, _ := newStore(t, d, plan, Options{})
+			task, err := s.Persist(ctx, Task{DueAt: time.Now().Add(time.Hour)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := Transition{ID: "run-1", TaskID: task.ID, From: Queued, To: Running}
+			if _, err := s.SetStatus(ctx, run); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.SetStatus(ctx, Transition{TaskID: task.ID, From: Running, To: Queued}); err != nil {
+				t.Fatal(err)
+			}
+			// Every read of the audit table fails from here on.
+			if err := plan.Add(faults.Rule{Kind: faults.Outage, Phase: sqlretry.NotSent, Op: faults.OpQuery, Match: "FROM status_audit", Count: faults.Unlimited}); err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.SetStatus(ctx, run)
+			plan.Disable()
+			if !errors.Is(err, sqlretry.ErrAmbiguous) {
+				t.Errorf("replayed transition with its audit row unreadable: got %v (%v), want an error matching ErrAmbiguous", err, OutcomeOf(err))
+			}
+		})
 	}
 }

@@ -257,8 +257,11 @@ func TestOutageOnInjectedClock(t *testing.T) {
 
 // TestOutageWindowsCountTheirOwnRefusals runs two outages on a stepped
 // clock: each window's refusals are its own, and they add up to the run's.
+// The clock steps only at a sample that follows finished operations, so
+// each window sees calls however slowly a loaded machine runs the workers.
 func TestOutageWindowsCountTheirOwnRefusals(t *testing.T) {
 	clk := &stepClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	var ops int64
 	cfg := Config{
 		Duration: 2 * time.Second, Workers: 3, Seed: 5, FaultRate: -1,
 		Outages: []Outage{
@@ -268,7 +271,12 @@ func TestOutageWindowsCountTheirOwnRefusals(t *testing.T) {
 		Policy:      PolicyConfig{BaseDelay: time.Millisecond, MaxDelay: 4 * time.Millisecond},
 		Now:         clk.Now,
 		SampleEvery: 40 * time.Millisecond,
-		Progress:    func(Sample) { clk.step(100 * time.Millisecond) },
+		Progress: func(s Sample) {
+			if s.Ops > ops {
+				ops = s.Ops
+				clk.step(100 * time.Millisecond)
+			}
+		},
 	}
 	r, err := Run(context.Background(), cfg)
 	if err != nil {

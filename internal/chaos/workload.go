@@ -265,28 +265,19 @@ func (w *worker) claim(ctx context.Context) bool {
 	return err == nil
 }
 
-// settleTries bounds the reads that settle an ambiguous Start.
-const settleTries = 20
-
 // settleStart settles a Start that failed with err: true when it landed
-// after all (its outcome was unknown and Store.Started finds its audit
-// row), so the job attempt was counted and the handler must run, as
-// Store.Work does.
+// after all (its outcome was unknown and Store.SettleStart finds its audit
+// row, with the lease still held), so the job attempt was counted and the
+// handler must run, as Store.Work does. A Start is left ambiguous mostly as
+// an outage begins (the proxy resets every connection, then refuses them):
+// SettleStart reads on until the database answers, since giving up would
+// leave the attempt counted with no handler start.
 func (w *worker) settleStart(ctx context.Context, l *taskstore.Lease, err error) bool {
-	if taskstore.OutcomeOf(err) != taskstore.ToldAmbiguous {
+	if taskstore.OutcomeOf(err) != taskstore.ToldAmbiguous || ctx.Err() != nil {
 		return false
 	}
-	for range settleTries {
-		if ctx.Err() != nil {
-			return false
-		}
-		began := w.h.cfg.Now()
-		started, serr := w.h.store.Started(ctx, l)
-		w.h.done(shapeRead, began, serr)
-		if serr == nil {
-			return started
-		}
-		pause(ctx, errPause)
-	}
-	return false
+	began := w.h.cfg.Now()
+	started, serr := w.h.store.SettleStart(ctx, l)
+	w.h.done(shapeRead, began, serr)
+	return serr == nil && started
 }
