@@ -5,17 +5,35 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"sync/atomic"
+
+	"github.com/sqlretry/sqlretry/internal/rawsql"
+	"github.com/sqlretry/sqlretry/internal/sqltext"
 )
 
 // opKey carries the Op attached to one call's context.
 type opKey struct{}
 
-// WithOp returns a context that carries op for the database/sql calls made
-// with it through a [Connector]: a failure of unknown outcome is settled by
-// op's Verify (applied: the call succeeds; not applied, with the attempt
-// provably ended: it is replayed) instead of ending in ErrAmbiguous, and an
-// Idempotent op consents to replaying the statement whatever its text. The
-// Op's Name names the call in errors, logs and events.
+// attached is an Op attached to a context, for the first write made with it.
+type attached struct {
+	op   Op
+	used atomic.Bool
+}
+
+// opsAttached is set once any WithOp was made: only then does a statement
+// look in its context for one, so a program that never attaches an Op pays
+// one atomic load per statement for the feature.
+var opsAttached atomic.Bool
+
+// WithOp returns a context that carries op for the first statement that is
+// not read-only made with it through a [Connector]: a failure of unknown
+// outcome is settled by op's Verify (applied: the call succeeds; not
+// applied, with the attempt provably ended: it is replayed) instead of
+// ending in ErrAmbiguous, and an Idempotent op consents to replaying the
+// statement whatever its text. The Op's Name names the call in errors, logs
+// and events. The statements after the first write carry no Op: a verify
+// written for one write must never settle another (an ORM that makes
+// several writes with one context).
 //
 // It is how ORM, sqlc and sqlx code, which has nowhere else to put a
 // verify, settles its autocommit writes:
@@ -25,18 +43,34 @@ type opKey struct{}
 //		sqlretry.Exists(db, "SELECT 1 FROM orders WHERE idem_key = $1", key)))
 //	_, err := q.CreateOrder(ctx, sqlc.CreateOrderParams{IdemKey: key, …})
 //
-// Statements run inside a transaction, or that open or end one, are not
-// settled by it: RunTx settles a transaction's COMMIT. A context value costs
-// nothing on the success path: it is read only after a failure.
+// A write run inside a transaction, or that opens or ends one, uses the Op
+// up without being settled by it: RunTx settles a transaction's COMMIT.
+//
+// The verify runs while the failed call still holds its connection: give it
+// a handle whose pool has a connection to spare (not a pool of one, as
+// SQLite's often is), or it waits for one until ctx ends.
 func WithOp(ctx context.Context, op Op) context.Context {
-	return context.WithValue(ctx, opKey{}, op)
+	opsAttached.Store(true)
+	return context.WithValue(ctx, opKey{}, &attached{op: op})
+}
+
+// takeOp returns the Op attached to ctx if in is the first write made with
+// it, or nil.
+func takeOp(ctx context.Context, in sqltext.Info) *Op {
+	if !opsAttached.Load() || in.ReadOnly {
+		return nil
+	}
+	a, ok := ctx.Value(opKey{}).(*attached)
+	if !ok || !a.used.CompareAndSwap(false, true) {
+		return nil
+	}
+	return &a.op
 }
 
 // attachedOp revises the Connector's op for a statement with the Op the
-// caller attached to ctx, if any.
-func attachedOp(ctx context.Context, op Op) Op {
-	u, ok := ctx.Value(opKey{}).(Op)
-	if !ok {
+// caller attached to it, if any.
+func (c *connector) attachedOp(u *Op, op Op) Op {
+	if u == nil {
 		return op
 	}
 	if u.Name != "" {
@@ -45,19 +79,27 @@ func attachedOp(ctx context.Context, op Op) Op {
 	if u.idempotent {
 		op.idempotent = true
 	}
-	if u.verify != nil {
-		op.verify = u.verify
+	if v := u.verify; v != nil {
+		// The failed call holds its connection: the verify gets one of its
+		// own from the connector when it asks (Exists does).
+		op.verify = func(ctx context.Context) (bool, error) { return v(context.WithValue(ctx, verifyConnKey{}, c)) }
 	}
 	return op
 }
 
-// Exists returns a VerifyFunc that reports whether query, run on db with
-// args, returns a row: the verify of a write that leaves a row it can be
-// found by, such as an INSERT carrying a client-generated key ([NewKey]).
-// It reads through db, which should be the Connector's handle, so that the
-// read is retried and, with a Fencer, reads a final answer.
+// Exists returns a VerifyFunc that reports whether query, run with args,
+// returns a row: the verify of a write that leaves a row it can be found by,
+// such as an INSERT carrying a client-generated key ([NewKey]).
+//
+// Attached to a statement with [WithOp], it reads on a connection of its
+// own that the Connector opens for it, outside db's pool: the failed call
+// still holds its connection, and a pool of one would never give it
+// another. Elsewhere (an Op of Policy.Do or RunTx) it reads through db.
 func Exists(db *sql.DB, query string, args ...any) VerifyFunc {
 	return func(ctx context.Context) (bool, error) {
+		if c, ok := ctx.Value(verifyConnKey{}).(*connector); ok {
+			return c.exists(ctx, query, args)
+		}
 		rows, err := db.QueryContext(ctx, query, args...)
 		if err != nil {
 			return false, err
@@ -66,6 +108,21 @@ func Exists(db *sql.DB, query string, args ...any) VerifyFunc {
 		found := rows.Next()
 		return found, rows.Err()
 	}
+}
+
+// verifyConnKey marks the context of a verify the Connector runs for a
+// statement's attached Op: it carries the connector, which can open a
+// connection outside the pool.
+type verifyConnKey struct{}
+
+// exists runs query on a new inner connection, closed afterwards.
+func (c *connector) exists(ctx context.Context, query string, args []any) (bool, error) {
+	ic, err := c.connectOnce(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer ic.Close()
+	return rawsql.Exists(ctx, ic, query, args)
 }
 
 // NewKey returns a random idempotency key: 32 hexadecimal digits (128

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/sqlretry/sqlretry/internal/sqltext"
@@ -20,12 +21,14 @@ import (
 // below add Pinger and SessionResetter when the inner connection has them.
 type conn struct {
 	c      *connector
-	inner  driver.Conn     // nil after a failed reconnect
-	gen    uint64          // bumped at each reconnect; statements re-prepare when it moves
-	inTx   bool            // a transaction begun with BeginTx is open
-	sess   sqltext.Session // what the SQL text run on this session says of its transaction state
-	broken bool            // inner is unusable: replace it before the next command
-	sid    string          // the server's id of the session, for the Policy's Fencer; "" if unknown
+	inner  driver.Conn            // nil after a failed reconnect
+	gen    uint64                 // bumped at each reconnect; statements re-prepare when it moves
+	inTx   bool                   // a transaction begun with BeginTx is open
+	taint  bool                   // ... and a statement in it may have committed part of it (see taints)
+	sess   sqltext.Session        // what the SQL text run on this session says of its transaction state
+	broken bool                   // inner is unusable: replace it before the next command
+	sid    string                 // the server's id of the session, for the Policy's Fencer; "" if unknown
+	fenced atomic.Pointer[string] // a session id fenced after the call that failed on it returned
 
 	// endQuery cancels the command timeout of the last query, whose rows
 	// may be read after QueryContext returned. It runs at the connection's
@@ -75,6 +78,7 @@ func (c *connector) connOf(ctx context.Context, ic driver.Conn) *conn {
 	cn := &conn{c: c}
 	cn.setInner(ic)
 	cn.sid = c.sessionID(ctx, ic)
+	cn.sess = c.newSession(ctx, ic)
 	return cn
 }
 
@@ -92,6 +96,8 @@ func (c *connector) wrap(ctx context.Context, ic driver.Conn) driver.Conn {
 	return cn
 }
 
+// setInner makes ic the inner connection (nil: none) and reads its
+// optional interfaces.
 func (c *conn) setInner(ic driver.Conn) {
 	c.inner = ic
 	c.execer, _ = ic.(driver.ExecerContext)
@@ -245,6 +251,10 @@ func (c *conn) sessionLost(op Op, err error) error {
 	return lostAfter(err)
 }
 
+// txTainted reports whether a statement in the open transaction may have
+// committed part of it (see taints).
+func (c *conn) txTainted() bool { return c.inTx && c.taint }
+
 // sessionState returns the inner connection and whether it is known to be
 // unusable, for RunTx's check after a failed COMMIT.
 func (c *conn) sessionState() (driver.Conn, bool) { return c.inner, c.broken }
@@ -269,7 +279,7 @@ func (c *conn) ready(ctx context.Context) error {
 	}
 	if c.inner != nil {
 		_ = c.inner.Close()
-		c.inner = nil
+		c.setInner(nil)
 	}
 	ic, err := c.c.connectOnce(ctx)
 	if err != nil {
@@ -279,7 +289,7 @@ func (c *conn) ready(ctx context.Context) error {
 	c.sid = c.c.sessionID(ctx, ic)
 	c.gen++
 	c.broken = false
-	c.sess = sqltext.Session{} // a new session: autocommit, no transaction
+	c.sess = c.c.newSession(ctx, ic)
 	return nil
 }
 
@@ -320,8 +330,14 @@ func (c *conn) retry(ctx context.Context, op Op, firstErr error, fn func(ctx con
 	}
 	if c.c.p.fencer != nil {
 		// Read at the time of the verify: the session of the attempt that
-		// failed, not yet replaced.
-		op.fence = func(ctx context.Context) error { return c.c.fence(ctx, c.sid) }
+		// failed, not yet replaced. A fenced session is dead.
+		op.fence = func(ctx context.Context) error {
+			err := c.c.fence(ctx, c.sid)
+			if err == nil {
+				c.broken = true
+			}
+			return err
+		}
 	}
 	err := c.c.p.run(ctx, op, attempt, firstErr, c.c.p.schedule)
 	if errors.Is(err, driver.ErrSkip) {
@@ -331,10 +347,10 @@ func (c *conn) retry(ctx context.Context, op Op, firstErr error, fn func(ctx con
 		return driver.ErrSkip
 	}
 	err = hideBadConn(err)
-	if op.fence != nil && errors.Is(err, ErrAmbiguous) && !attemptEnded(err) && ctx.Err() == nil && op.fence(ctx) == nil {
-		// The session that ran the write is gone: whatever the caller
-		// reads from now on is final, and an outer verify may trust it.
-		err = &endedError{err}
+	if re, ok := err.(*Error); ok && op.fence != nil && errors.Is(err, ErrAmbiguous) {
+		// An outer Do's verify may settle it: it fences the session
+		// first, on demand (see Policy.nested).
+		re.fence = c.fenceFunc()
 	}
 	return err
 }
@@ -408,12 +424,9 @@ func (r *call) ready(ctx context.Context) error {
 // a connection replaced underneath when the failure left it unusable.
 func (c *conn) call(ctx context.Context, r *call) error {
 	in, pinned := c.prologue(r.query, r.info)
+	own := takeOp(ctx, in)
 	if pinned {
-		if err := r.ready(ctx); err != nil {
-			return hideBadConn(c.failed(err))
-		}
-		autocommit := !c.inTx && c.sess.MayAutocommit()
-		return c.pinnedDone(ctx, r.query, in, autocommit, r.run(ctx))
+		return c.callPinned(ctx, r, in)
 	}
 	p := c.c.p
 	p.countCall()
@@ -440,13 +453,64 @@ func (c *conn) call(ctx context.Context, r *call) error {
 	if rr.rows {
 		attempt = c.timed(ctx, attempt)
 	}
-	if err = c.retry(ctx, attachedOp(ctx, c.c.stmtOp(r.query, in)), err, attempt); err != nil {
+	if err = c.retry(ctx, c.c.attachedOp(own, c.c.stmtOp(r.query, in)), err, attempt); err != nil {
 		return err
 	}
 	*r = rr
 	r.watch(ctx, in)
 	return nil
 }
+
+// callPinned runs a pinned statement once, as it is. One that may commit as
+// it ends (autocommit, for all the layer knows) keeps the Policy's
+// CommandTimeout and has a write's rows watched, as an unpinned one would; a
+// statement inside a transaction that may commit part of it marks the
+// transaction tainted for RunTx.
+func (c *conn) callPinned(ctx context.Context, r *call, in sqltext.Info) error {
+	if c.inner == nil {
+		return errConnGone
+	}
+	if err := r.ready(ctx); err != nil {
+		return hideBadConn(c.failed(err))
+	}
+	autocommit := !c.inTx && c.sess.MayAutocommit()
+	if c.inTx && taints(c.c.engine, in) {
+		c.taint = true
+	}
+	rctx, cancel := ctx, context.CancelFunc(nil)
+	if d := c.c.p.commandTimeout; d > 0 && autocommit {
+		rctx, cancel = context.WithTimeout(ctx, d)
+	}
+	err := r.run(rctx)
+	timedOut := err != nil && rctx.Err() != nil && ctx.Err() == nil
+	if cancel != nil {
+		if err == nil && r.rows {
+			c.endQuery = cancel // the rows are read after the call
+		} else {
+			cancel()
+		}
+	}
+	if err = c.pinnedDone(ctx, r.query, in, autocommit, timedOut, err); err != nil {
+		return err
+	}
+	if autocommit || in.TxControl {
+		r.watch(ctx, in)
+	}
+	return nil
+}
+
+// checkFenced drops the session if a fence ended it since its last use.
+func (c *conn) checkFenced() {
+	if id := c.fenced.Load(); id != nil && c.fenced.CompareAndSwap(id, nil) && *id == c.sid {
+		c.broken = true
+	}
+}
+
+// errConnGone: the connection was lost and could not be replaced, while
+// its session was pinned; database/sql drops it (IsValid reports false).
+var errConnGone = &verdictError{err: errConnLost, class: Class{Retryable: true, Phase: NotSent, Code: "conn-gone", Reason: "the connection was lost and could not be replaced"}}
+
+var errConnLost = errors.New("sqlretry: the connection was lost and could not be replaced")
 
 // watch wraps a query's rows for their errors (see watchRows).
 func (r *call) watch(ctx context.Context, in sqltext.Info) {
@@ -462,6 +526,7 @@ func (r *call) watch(ctx context.Context, in sqltext.Info) {
 // may open or end one.
 func (c *conn) prologue(query string, in *sqltext.Info) (sqltext.Info, bool) {
 	c.finishQuery()
+	c.checkFenced()
 	var info sqltext.Info
 	if in != nil {
 		info = *in
@@ -483,7 +548,7 @@ func (c *conn) prologue(query string, in *sqltext.Info) (sqltext.Info, bool) {
 // Such a failure ends in ErrAmbiguous, not a plain error. A statement
 // inside an open transaction commits nothing by itself: its error is
 // returned as it is, and the transaction's fate is decided at COMMIT.
-func (c *conn) pinnedDone(ctx context.Context, query string, in sqltext.Info, autocommit bool, err error) error {
+func (c *conn) pinnedDone(ctx context.Context, query string, in sqltext.Info, autocommit, timedOut bool, err error) error {
 	if err == driver.ErrSkip {
 		return err // not run: database/sql prepares it instead
 	}
@@ -494,11 +559,18 @@ func (c *conn) pinnedDone(ctx context.Context, query string, in sqltext.Info, au
 		return nil
 	}
 	err = hideBadConn(c.failed(err))
-	if ctx.Err() != nil || in.ReadOnly || !(autocommit || in.TxControl) {
+	if in.ReadOnly || !(autocommit || in.TxControl) {
 		return err
 	}
 	p := c.c.p
-	class := p.Classify(err)
+	class := p.classify(err, timedOut)
+	name := in.Verb
+	if name == "" {
+		name = "statement"
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return p.stopped(Op{Name: name, Statement: query}, 1, class, err, cerr)
+	}
 	if !in.OneStatement() {
 		class = rephaseParts(err, class)
 	} else if class.Phase == NotApplied && c.broken {
@@ -508,10 +580,6 @@ func (c *conn) pinnedDone(ctx context.Context, query string, in sqltext.Info, au
 		return err
 	}
 	p.failures.Add(1)
-	name := in.Verb
-	if name == "" {
-		name = "statement"
-	}
 	return p.giveUp(Op{Name: name, Statement: query}, 1, class, err, ErrAmbiguous, true)
 }
 
@@ -671,7 +739,7 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 			return nil, err
 		}
 	}
-	c.inTx = true
+	c.inTx, c.taint = true, false
 	return &tx{c: c, inner: itx}, nil
 }
 

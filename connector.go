@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"io"
+
+	"github.com/sqlretry/sqlretry/internal/sqltext"
 )
 
 // Connector returns a driver.Connector that opens inner's connections under
@@ -55,7 +57,7 @@ import (
 // The Connector is safe for concurrent use; it implements io.Closer when
 // inner does.
 func Connector(inner driver.Connector, p *Policy) driver.Connector {
-	c := &connector{inner: inner, p: p}
+	c := &connector{inner: inner, p: p, engine: engineOf(inner)}
 	c.pq = isLibPQ(inner) || isLibPQ(inner.Driver())
 	if cl, ok := inner.(io.Closer); ok {
 		return &closingConnector{c, cl}
@@ -96,9 +98,10 @@ func (c dsnConnector) Connect(context.Context) (driver.Conn, error) { return c.d
 func (c dsnConnector) Driver() driver.Driver                        { return c.d }
 
 type connector struct {
-	inner driver.Connector
-	p     *Policy
-	pq    bool
+	inner  driver.Connector
+	p      *Policy
+	pq     bool
+	engine sqltext.Engine // the driver's engine, for the statements engines read differently
 }
 
 type closingConnector struct {
@@ -166,7 +169,7 @@ type wrapDriver struct{ c *connector }
 // Open opens a connection of the inner driver by name, under the Policy.
 func (d wrapDriver) Open(name string) (driver.Conn, error) {
 	inner := d.c.inner.Driver()
-	dc := &connector{inner: dsnConnector{dsn: name, d: inner}, p: d.c.p, pq: d.c.pq}
+	dc := &connector{inner: dsnConnector{dsn: name, d: inner}, p: d.c.p, pq: d.c.pq, engine: d.c.engine}
 	return dc.Connect(context.Background())
 }
 

@@ -1,6 +1,7 @@
 package sqlretry
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"strings"
@@ -41,6 +42,10 @@ type Error struct {
 	Class    Class  // the verdict on the last database error
 	Err      error  // the last database error; nil if the operation never ran
 	Cause    error  // why the Policy stopped: a sentinel or the caller's ctx.Err(); nil for a permanent error
+
+	// fence, if set, ends the session of the last attempt on demand, so
+	// that an outer Do's verify reads a final answer (see Policy.nested).
+	fence func(ctx context.Context) error
 }
 
 func (e *Error) Error() string {

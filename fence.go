@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+	"time"
 )
 
 // A Fencer makes the outcome of a failed attempt final. A server may go on
@@ -47,11 +48,14 @@ func (c *connector) sessionID(ctx context.Context, ic driver.Conn) string {
 	return id
 }
 
-// fence ends session id from a new inner connection.
+// fence ends session id from a new inner connection, within fenceTimeout
+// (or CommandTimeout, if larger).
 func (c *connector) fence(ctx context.Context, id string) error {
 	if c.p.fencer == nil || id == "" {
 		return errNoSession
 	}
+	ctx, cancel := context.WithTimeout(ctx, max(fenceTimeout, c.p.commandTimeout))
+	defer cancel()
 	fc, err := c.inner.Connect(ctx)
 	if err != nil {
 		return err
@@ -61,18 +65,24 @@ func (c *connector) fence(ctx context.Context, id string) error {
 }
 
 // fenceFunc returns the fence of the attempt that just failed on c, bound to
-// its session, or nil if it cannot be fenced.
+// its session, or nil if it cannot be fenced. It may run after c went back
+// to the pool: it touches no field of c but the atomic fenced, which c
+// reads at its next use and then drops the session it was on.
 func (c *conn) fenceFunc() func(ctx context.Context) error {
 	id, cc := c.sid, c.c
 	if cc.p.fencer == nil || id == "" {
 		return nil
 	}
-	return func(ctx context.Context) error { return cc.fence(ctx, id) }
+	return func(ctx context.Context) error {
+		err := cc.fence(ctx, id)
+		if err == nil {
+			c.fenced.Store(&id)
+		}
+		return err
+	}
 }
 
-// endedError marks an error whose attempt was fenced: its outcome is final.
-type endedError struct{ err error }
-
-func (e *endedError) Error() string      { return e.err.Error() }
-func (e *endedError) Unwrap() error      { return e.err }
-func (e *endedError) AttemptEnded() bool { return true }
+// fenceTimeout bounds one fence when CommandTimeout does not bound it more
+// loosely: the dial, the kill and the wait for the server to drop the
+// session. A fence that does not finish leaves the outcome ambiguous.
+const fenceTimeout = 10 * time.Second

@@ -567,6 +567,7 @@ func (p *Policy) nested(ctx context.Context, op Op, attempts int, class Class, e
 	class = inner.Class // the verdict on the database's error, not on the inner loop's
 	class.Phase = Unknown
 	class.Ended = class.Ended || attemptEnded(err)
+	op.fence = inner.fence // the inner layer's session, fenced only if the verify will read
 	if ret, settled := p.settle(ctx, op, attempts, class, err); settled {
 		return ret
 	}

@@ -120,11 +120,14 @@ type txRun struct {
 	// fenceSession ends the session the last COMMIT failed on, for a Verify
 	// that reads "not applied"; nil if it cannot be fenced.
 	fenceSession func(ctx context.Context) error
+	// tainted: the attempt failed after a statement that may have committed
+	// part of the transaction (the Connector saw it): not a clean rollback.
+	tainted bool
 }
 
 // attempt runs the transaction once.
 func (t *txRun) attempt(ctx context.Context) error {
-	t.stage, t.mark, t.hasMark, t.fenceSession = stageBegin, "", false, nil
+	t.stage, t.mark, t.hasMark, t.fenceSession, t.tainted = stageBegin, "", false, nil, false
 	// The mark tells fn's nested RunTx calls apart, and tells a Connector
 	// not to retry the connect and the BEGIN on their own: RunTx retries
 	// the whole attempt, and the two loops must not multiply.
@@ -154,6 +157,13 @@ func (t *txRun) attempt(ctx context.Context) error {
 	}
 	if err != nil {
 		finished = true
+		if txTainted(conn) {
+			// A statement in it may have committed part of it (a CALL
+			// whose procedure commits, MySQL's implicit commit of DDL):
+			// the rollback undoes only what came after.
+			t.tainted = true
+			err = partlyCommitted(err, t.p.Classify(err))
+		}
 		// The transaction is over whether or not the rollback succeeds: a
 		// server rolls back a transaction whose connection is gone.
 		_ = tx.Rollback()
@@ -243,6 +253,35 @@ func (t *txRun) fence(ctx context.Context) error {
 	return errNoSession
 }
 
+// errPartlyCommitted is the verify error of a transaction that failed after
+// a statement that may have committed part of it.
+var errPartlyCommitted = errors.New("sqlretry: the transaction failed after a statement that may have committed part of it (a CALL of a procedure that commits, a MySQL statement that commits implicitly): it cannot be settled, nor run again")
+
+// partlyCommitted gives err, a failure before COMMIT of a tainted
+// transaction, the verdict Unknown whatever its own says: the rollback it
+// reports does not reach what a statement before it committed.
+func partlyCommitted(err error, c Class) error {
+	if c.Phase == NotSent && !c.Retryable {
+		return err
+	}
+	c.Phase, c.Retryable = Unknown, true
+	c.Reason += " (after a statement that may have committed part of the transaction)"
+	return &verdictError{err: err, class: c, prefix: "transaction partly committed: "}
+}
+
+// txTainted reports whether the Connector connection under conn saw, in the
+// open transaction, a statement that may have committed part of it.
+func txTainted(conn *sql.Conn) bool {
+	tainted := false
+	_ = conn.Raw(func(dc any) error {
+		if w, ok := dc.(interface{ txTainted() bool }); ok {
+			tainted = w.txTainted()
+		}
+		return nil
+	})
+	return tainted
+}
+
 // sessionEnded reports whether the driver connection under conn is
 // unusable: by its driver.Validator, or, for a driver without one (pgx's
 // stdlib), by a ping. Under a [Connector], it looks at the inner
@@ -281,7 +320,7 @@ func sessionEnded(ctx context.Context, conn *sql.Conn) bool {
 // a plain error about a write that landed.
 func (t *txRun) rephase(err error, c Class) Class {
 	switch {
-	case t.stage != stageCommit && c.Retryable && c.Phase == Unknown:
+	case t.stage != stageCommit && !t.tainted && c.Retryable && c.Phase == Unknown:
 		c.Phase = NotApplied
 		c.Reason += " (before COMMIT was sent: the transaction was rolled back)"
 	case t.stage == stageCommit && !c.Retryable && c.Phase == Unknown && c.Code != "context":
@@ -295,9 +334,10 @@ func (t *txRun) rephase(err error, c Class) Class {
 func (t *txRun) verify(ctx context.Context) (bool, error) {
 	switch {
 	case t.stage != stageCommit:
-		// Not reached: rephase makes such failures NotApplied. Kept so a
-		// verify can never claim a commit that was not sent.
-		return false, nil
+		// A failure before COMMIT that is still of unknown outcome: part
+		// of the transaction may have committed inside it (tainted), and a
+		// verify written for the COMMIT cannot say.
+		return false, errPartlyCommitted
 	case t.userVerify != nil:
 		return t.userVerify(ctx)
 	case t.hasMark:

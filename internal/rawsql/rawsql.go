@@ -165,3 +165,61 @@ func (k Kill) Fence(ctx context.Context, conn driver.Conn, id string) error {
 	}
 	return WaitNone(ctx, conn, k.Gone(id), k.Poll)
 }
+
+// Exists runs query with args on conn and reports whether it returned a
+// row. Arguments are converted as database/sql converts them: by the
+// connection's NamedValueChecker, else driver.DefaultParameterConverter
+// (which calls driver.Valuer).
+func Exists(ctx context.Context, conn driver.Conn, query string, args []any) (bool, error) {
+	nv := make([]driver.NamedValue, len(args))
+	checker, _ := conn.(driver.NamedValueChecker)
+	for i, a := range args {
+		nv[i] = driver.NamedValue{Ordinal: i + 1, Value: a}
+		if checker != nil {
+			if err := checker.CheckNamedValue(&nv[i]); err == nil {
+				continue
+			} else if err != driver.ErrSkip {
+				return false, err
+			}
+		}
+		v, err := driver.DefaultParameterConverter.ConvertValue(a)
+		if err != nil {
+			return false, err
+		}
+		nv[i].Value = v
+	}
+	var rows driver.Rows
+	var err error
+	if q, ok := conn.(driver.QueryerContext); ok {
+		rows, err = q.QueryContext(ctx, query, nv)
+	}
+	if rows == nil && (err == nil || err == driver.ErrSkip) {
+		var st driver.Stmt
+		if st, err = prepare(ctx, conn, query); err != nil {
+			return false, err
+		}
+		defer st.Close()
+		if q, ok := st.(driver.StmtQueryContext); ok {
+			rows, err = q.QueryContext(ctx, nv)
+		} else {
+			vals := make([]driver.Value, len(nv))
+			for i := range nv {
+				vals[i] = nv[i].Value
+			}
+			rows, err = st.Query(vals) //nolint:staticcheck
+		}
+	}
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	dest := make([]driver.Value, len(rows.Columns()))
+	switch err := rows.Next(dest); err {
+	case nil:
+		return true, nil
+	case io.EOF:
+		return false, nil
+	default:
+		return false, err
+	}
+}

@@ -9,13 +9,45 @@ package sqltext
 // for sure (a prepared "SET autocommit = ?", a CALL whose procedure may leave
 // a transaction open, a multi-part text that failed half way, a nested
 // BEGIN) leaves the session Unsure, which pins it like an open transaction.
-// A new connection starts a new zero Session.
+// A new connection starts a new Session of its engine ([NewSession]), in
+// the state the connection reported, or Unsure where it could not.
 type Session struct {
+	engine    Engine
 	open      bool // a transaction opened in SQL text is open
 	savepoint bool // ... and SAVEPOINT opened it (SQLite: RELEASE of it commits)
 	manual    bool // autocommit is off (SET autocommit=0, SET IMPLICIT_TRANSACTIONS ON)
 	txUnsure  bool // a transaction may be open; cleared by a plain ROLLBACK
 	modeOff   bool // autocommit may be off; cleared by a definite SET autocommit=1
+	chain     bool // MySQL completion_type=CHAIN: a plain COMMIT or ROLLBACK opens the next transaction
+	lost      bool // nothing the text says can be trusted until the session ends
+}
+
+// Engine is the database engine a session is on, for the few statements
+// whose effect on the transaction state differs between engines. The zero
+// value, AnyEngine, assumes whatever any engine may do.
+type Engine uint8
+
+const (
+	AnyEngine Engine = iota
+	Postgres         // a procedure or DO block cannot leave a transaction open
+	MySQL            // a procedure may leave one open and set autocommit
+	SQLServer        // a procedure that leaves one open fails with error 266
+	SQLite           // no procedures
+)
+
+// NewSession returns the state of a new session on engine: autocommit on
+// with no transaction open when autocommit is true, autocommit off when it
+// is false. A session whose state could not be read should be started
+// Unknown instead.
+func NewSession(engine Engine, autocommit bool) Session {
+	return Session{engine: engine, manual: !autocommit}
+}
+
+// UnknownSession returns the state of a new session on engine whose
+// transaction state could not be read: Unsure until a plain ROLLBACK and a
+// definite SET autocommit=1 settle it.
+func UnknownSession(engine Engine) Session {
+	return Session{engine: engine, txUnsure: true, modeOff: true}
 }
 
 // Pinned reports whether a statement on the session must run as it is, on
@@ -23,7 +55,7 @@ type Session struct {
 // be open, or autocommit is or may be off. A statement replayed on its own
 // there would run outside the transaction its earlier statements belong to.
 func (s Session) Pinned() bool {
-	return s.open || s.manual || s.txUnsure || s.modeOff
+	return s.open || s.manual || s.txUnsure || s.modeOff || s.lost
 }
 
 // MayAutocommit reports whether a statement run now may commit as it ends:
@@ -32,18 +64,22 @@ func (s Session) Pinned() bool {
 func (s Session) MayAutocommit() bool { return !s.open && !s.manual }
 
 // Unsure reports whether the state is not known for certain.
-func (s Session) Unsure() bool { return s.txUnsure || s.modeOff }
+func (s Session) Unsure() bool { return s.txUnsure || s.modeOff || s.lost }
 
 // After returns the session's state after it ran text, which failed if
 // failed is set. A text with no [Info.TxControl] leaves the state as it is.
+//
+// A text of transaction control that failed may have done its work or not
+// (a COMMIT refused before it was sent leaves the transaction open; one that
+// failed in flight may have committed): the state is whatever it was, or
+// whatever the text would have made it, so it turns Unsure.
 func (s Session) After(text string, failed bool) Session {
-	parts := 0
-	tx := false
+	before := s
+	tx, mode := false, false
 	stray := forEachStatement(text, func(l *lexer, first token) {
-		parts++
-		var c bool
-		s, c = s.apply(l, first)
-		tx = tx || c
+		var c, m bool
+		s, c, m = s.apply(l, first)
+		tx, mode = tx || c, mode || m
 	})
 	if stray {
 		// A word of transaction control inside a statement (a T-SQL batch
@@ -51,18 +87,20 @@ func (s Session) After(text string, failed bool) Session {
 		// did to the session cannot be read from the text.
 		s.txUnsure, s.modeOff = true, true
 	}
-	if failed && tx && parts > 1 {
-		// Which parts ran is unknown: the state may be anything.
-		s.txUnsure, s.modeOff = true, true
+	if failed && tx {
+		s = before
+		s.txUnsure = true
+		s.modeOff = s.modeOff || mode
 	}
 	return s
 }
 
 // apply returns the state after one statement whose first token is first,
-// and whether the statement is one of transaction control.
-func (s Session) apply(l *lexer, first token) (Session, bool) {
+// whether the statement is one of transaction control, and whether it may
+// change the autocommit mode.
+func (s Session) apply(l *lexer, first token) (Session, bool, bool) {
 	if first.kind != tokWord {
-		return s, false
+		return s, false, false
 	}
 	switch {
 	case l.is(first, "begin"):
@@ -70,66 +108,83 @@ func (s Session) apply(l *lexer, first token) (Session, bool) {
 		case n.kind == tokEOF, n.kind == tokPunct && l.s[n.start] == ';',
 			n.kind == tokWord && (l.isAny(n, "transaction", "work", "tran", "deferred", "immediate", "exclusive",
 				"isolation", "read", "deferrable", "not", "distributed")):
-			return s.opens(false), true
+			return s.opens(false), true, false
 		}
 		// A T-SQL block (BEGIN … END, BEGIN TRY): it may open or end
 		// anything.
 		s.txUnsure = true
-		return s, true
+		return s, true, false
 	case l.is(first, "start"):
 		if n := l.next(); n.kind == tokWord && l.is(n, "transaction") {
-			return s.opens(false), true
+			return s.opens(false), true, false
 		}
-		return s, false
+		return s, false, false
 	case l.is(first, "savepoint"):
 		if !s.open {
-			return s.opens(true), true
+			return s.opens(true), true, false
 		}
-		return s, true
+		return s, true, false
 	case l.is(first, "release"):
 		if s.savepoint {
 			// SQLite: releasing the savepoint that opened the
 			// transaction commits it; releasing an inner one does not.
 			s.txUnsure = true
 		}
-		return s, true
+		return s, true, false
 	case l.is(first, "commit"), l.is(first, "end"):
 		if l.is(first, "commit") && l.peekWordIs("prepared") {
-			return s, true // PostgreSQL: commits a prepared transaction, not the session's
+			return s, true, false // PostgreSQL: commits a prepared transaction, not the session's
 		}
-		return s.ends(l, false), true
+		return s.ends(l, false), true, false
 	case l.is(first, "rollback"), l.is(first, "abort"):
 		if l.is(first, "rollback") && l.peekWordIs("prepared") {
-			return s, true
+			return s, true, false
 		}
-		return s.ends(l, true), true
+		return s.ends(l, true), true, false
 	case l.is(first, "prepare"):
 		// PostgreSQL's PREPARE TRANSACTION 'id' ends the session's
 		// transaction; PREPARE name AS … prepares a statement.
 		if l.peekWordIs("transaction") {
 			s.open, s.savepoint = false, false
-			return s, true
+			return s, true, false
 		}
-		return s, false
+		return s, false, false
 	case l.is(first, "xa"):
 		switch n := l.next(); {
 		case n.kind != tokWord:
 			s.txUnsure = true
 		case l.is(n, "start"), l.is(n, "begin"):
-			return s.opens(false), true
+			return s.opens(false), true, false
 		case l.is(n, "commit"), l.is(n, "rollback"):
 			s.open, s.savepoint = false, false
 		}
-		return s, true
+		return s, true, false
 	case l.is(first, "set"):
 		return s.set(l)
 	case l.is(first, "call"), l.is(first, "exec"), l.is(first, "execute"), l.is(first, "if"), l.is(first, "while"):
-		// A procedure (MySQL, SQL Server) or a T-SQL block may leave a
-		// transaction open: nothing in the text says.
+		switch s.engine {
+		case Postgres:
+			// A procedure or EXECUTE of a prepared statement cannot leave
+			// a transaction open, nor is there an autocommit mode.
+			return s, true, false
+		case SQLServer:
+			// A procedure that leaves a transaction open fails (error
+			// 266), and SET options made in it end with it; a failed
+			// one turns the session Unsure in After.
+			if !l.is(first, "if") && !l.is(first, "while") {
+				return s, true, false
+			}
+		}
+		// A procedure (MySQL) or a T-SQL block may leave a transaction
+		// open, and a MySQL procedure may set autocommit: nothing in the
+		// text says.
 		s.txUnsure = true
-		return s, true
+		if s.engine != SQLServer {
+			s.modeOff = true
+		}
+		return s, true, true
 	}
-	return s, false
+	return s, false, false
 }
 
 func (s Session) opens(bySavepoint bool) Session {
@@ -145,13 +200,14 @@ func (s Session) opens(bySavepoint bool) Session {
 
 // ends reads the rest of COMMIT/END or ROLLBACK/ABORT.
 func (s Session) ends(l *lexer, rollback bool) Session {
-	chain, to, named := false, false, false
+	chain, to, named := s.chain, false, false // completion_type=CHAIN chains a plain COMMIT
 	for n := l.next(); n.kind == tokWord || n.kind == tokQuoted; n = l.next() {
 		switch {
 		case l.isAny(n, "work", "transaction", "tran"):
 		case l.is(n, "and"):
 			if m := l.next(); m.kind == tokWord && l.is(m, "no") {
 				l.next() // CHAIN
+				chain = false
 			} else {
 				chain = true
 			}
@@ -184,88 +240,135 @@ func (s Session) ends(l *lexer, rollback bool) Session {
 	return s
 }
 
-// set reads a SET statement's assignments for autocommit (MySQL, MariaDB),
-// IMPLICIT_TRANSACTIONS and ANSI_DEFAULTS (SQL Server).
-func (s Session) set(l *lexer) (Session, bool) {
-	tx := false
-	for {
-		// One assignment: [scope] name [=|:=|TO] value, up to a top-level
-		// comma or the end of the statement.
-		var name token
-		global := false
-		depth := 0
-		value := []token(nil)
-		inValue := false
-		n := l.next()
-		for ; n.kind != tokEOF && n.kind != tokInvalid; n = l.next() {
-			if n.kind == tokPunct {
-				c := l.s[n.start]
-				if c == ';' && depth == 0 {
-					break
-				}
-				if c == ',' && depth == 0 {
-					break
-				}
-				switch c {
-				case '(':
-					depth++
-				case ')':
-					depth--
-				}
-				if !inValue && (c == '=' || c == ':') {
-					if c == '=' {
-						inValue = true
-					}
-					continue
-				}
-			}
-			if inValue {
-				if len(value) < 2 {
-					value = append(value, n)
-				} else {
-					value = value[:2]
-				}
-				continue
-			}
-			switch {
-			case n.kind == tokWord && l.isAny(n, "global", "persist", "persist_only"):
-				global = true
-			case n.kind == tokWord && l.is(n, "to"):
-				inValue = true
-			case n.kind == tokWord && !inValue && (name.kind == tokWord || name.kind == tokQuoted) &&
-				(l.isAny(name, "implicit_transactions", "ansi_defaults")):
-				// SQL Server: SET IMPLICIT_TRANSACTIONS ON (no "=").
-				inValue = true
-				value = append(value, n)
-			case n.kind == tokWord || n.kind == tokQuoted:
-				if l.is(n, "global") {
-					global = true
-				}
-				name = n
+// set reads a SET statement's assignments for autocommit and
+// completion_type (MySQL, MariaDB), IMPLICIT_TRANSACTIONS and ANSI_DEFAULTS
+// (SQL Server), and MariaDB's SET STATEMENT … FOR <statement>, whose
+// statement it reads as one of its own. It also reports whether the
+// statement is one of transaction control and may change the mode.
+func (s Session) set(l *lexer) (Session, bool, bool) {
+	if l.peekWordIs("statement") {
+		for n := l.next(); n.kind != tokEOF && n.kind != tokInvalid && !l.punct(n, ';'); n = l.next() {
+			if n.kind == tokWord && l.is(n, "for") {
+				return s.apply(l, l.next())
 			}
 		}
-		if name.kind != tokEOF && l.isNameAny(name, "autocommit", "implicit_transactions", "ansi_defaults") {
+		return s, false, false
+	}
+	tx := false
+	for {
+		name, value, global, n := l.assignment()
+		switch {
+		case l.isNameAny(name, "autocommit"):
 			tx = true
 			on, known := l.switchValue(value)
-			autocommit := l.isNameAny(name, "autocommit")
 			switch {
 			case global || !known:
 				// SET GLOBAL autocommit=0 reaches the sessions opened
 				// later, ours included; a value not written out may be
 				// anything.
 				s.modeOff = true
-			case autocommit == on:
-				// Autocommit on: MySQL commits an open transaction.
-				s.manual, s.modeOff, s.open, s.savepoint = false, false, false, false
+			case on && s.manual:
+				// 0 → 1: MySQL commits the open transaction.
+				s = Session{engine: s.engine, chain: s.chain, lost: s.lost}
+			case on:
+				// 1 → 1 changes nothing, a transaction opened with START
+				// TRANSACTION included; unknown → 1 may have committed.
+				s.manual, s.modeOff = false, false
 			default:
 				s.manual = true
 			}
+		case l.isNameAny(name, "implicit_transactions", "ansi_defaults"):
+			tx = true
+			on, known := l.switchValue(value)
+			switch {
+			case !known:
+				s.modeOff = true
+			case on:
+				s.manual = true
+			default:
+				// Turning the mode off commits nothing: an implicit
+				// transaction it began may still be open.
+				if s.manual || s.modeOff {
+					s.txUnsure = true
+				}
+				s.manual, s.modeOff = false, false
+			}
+		case l.isNameAny(name, "completion_type"):
+			tx = true
+			switch w := l.valueWord(value); {
+			case global || w == "":
+				s.lost = true
+			case w == "1" || eqFold(w, "chain"):
+				s.chain = true
+			case w == "0" || w == "2" || eqFold(w, "no_chain") || eqFold(w, "release"):
+				s.chain = false
+			default:
+				s.lost = true
+			}
 		}
-		if n.kind == tokPunct && l.s[n.start] == ',' {
+		if !l.punct(n, ',') {
+			return s, tx, tx
+		}
+	}
+}
+
+// assignment reads one assignment of a SET statement — [scope] name
+// [=|:=|TO] value — up to a top-level comma or the statement's end, and
+// returns its name, up to two tokens of its value, whether its scope is
+// global, and the token that ended it.
+func (l *lexer) assignment() (name token, value []token, global bool, end token) {
+	depth := 0
+	inValue := false
+	n := l.next()
+	for ; n.kind != tokEOF && n.kind != tokInvalid; n = l.next() {
+		if n.kind == tokPunct {
+			c := l.s[n.start]
+			if (c == ';' || c == ',') && depth == 0 {
+				break
+			}
+			switch c {
+			case '(':
+				depth++
+			case ')':
+				depth--
+			}
+			if !inValue && (c == '=' || c == ':') {
+				inValue = inValue || c == '='
+				continue
+			}
+		}
+		if inValue {
+			if len(value) < 2 {
+				value = append(value, n)
+			}
 			continue
 		}
-		return s, tx
+		switch {
+		case n.kind == tokWord && l.isAny(n, "global", "persist", "persist_only"):
+			global = true
+		case n.kind == tokWord && l.is(n, "to"):
+			inValue = true
+		case n.kind == tokWord && l.isNameAny(name, "implicit_transactions", "ansi_defaults"):
+			// SQL Server: SET IMPLICIT_TRANSACTIONS ON (no "=").
+			inValue = true
+			value = append(value, n)
+		case n.kind == tokWord || n.kind == tokQuoted:
+			name = n
+		}
 	}
+	return name, value, global, n
+}
+
+// valueWord returns a one-token value as text, unquoted; "" for any other.
+func (l *lexer) valueWord(v []token) string {
+	if len(v) != 1 {
+		return ""
+	}
+	w := l.s[v[0].start:v[0].end]
+	if v[0].kind == tokString && len(w) >= 2 {
+		w = w[1 : len(w)-1]
+	}
+	return w
 }
 
 // switchValue reads a value of 0/1, ON/OFF, TRUE/FALSE, DEFAULT (autocommit's

@@ -46,7 +46,12 @@ func TestSessionAfter(t *testing.T) {
 		{open, "XA END 'x'", false, "open"},
 		{open, "XA COMMIT 'x'", false, "idle"},
 		{open, "COMMIT", false, "idle"},
-		{open, "COMMIT", true, "idle"}, // a failed COMMIT ends the transaction too
+		// A failed COMMIT may have been refused before it was sent (the
+		// transaction goes on) or have committed in flight: unsure.
+		{open, "COMMIT", true, "unsure"},
+		{open, "ROLLBACK", true, "unsure"},
+		{Session{}, "SET autocommit = 1", true, "unsure"},
+		{manual, "SET autocommit = 1", true, "unsure"},
 		{open, "END", false, "idle"},
 		{open, "commit work", false, "idle"},
 		{open, "COMMIT AND CHAIN", false, "open"},
@@ -65,6 +70,7 @@ func TestSessionAfter(t *testing.T) {
 		{open, "COMMIT PREPARED 'x'", false, "open"},
 		{open, "BEGIN", false, "unsure"},
 		{Session{}, "SET autocommit = 0", false, "manual"},
+		{Session{}, "SET `autocommit` = 0", false, "manual"},
 		{Session{}, "SET autocommit := 0", false, "manual"},
 		{Session{}, "set autocommit=off", false, "manual"},
 		{Session{}, "SET sql_mode='', autocommit=0", false, "manual"},
@@ -77,7 +83,23 @@ func TestSessionAfter(t *testing.T) {
 		{Session{}, "SET @@global.autocommit = 1", false, "unsure"},
 		{Session{}, "SET IMPLICIT_TRANSACTIONS ON", false, "manual"},
 		{Session{}, "SET ANSI_DEFAULTS ON", false, "manual"},
-		{manual, "SET IMPLICIT_TRANSACTIONS OFF", false, "idle"},
+		// Turning implicit transactions off commits nothing: the one
+		// they began may still be open.
+		{manual, "SET IMPLICIT_TRANSACTIONS OFF", false, "unsure"},
+		{Session{}, "SET IMPLICIT_TRANSACTIONS OFF", false, "idle"},
+		// SET autocommit=1 when it is already 1 changes nothing: a
+		// transaction opened with START TRANSACTION goes on.
+		{open, "SET autocommit=1", false, "open"},
+		{Session{}, "SET STATEMENT max_statement_time=1 FOR START TRANSACTION", false, "open"},
+		{Session{}, "SET STATEMENT max_statement_time=1 FOR SELECT 1", false, "idle"},
+		{Session{}, "SET completion_type = CHAIN", false, "idle"},
+		{Session{chain: true, open: true}, "COMMIT", false, "open"},
+		{Session{chain: true, open: true}, "COMMIT AND NO CHAIN", false, "idle"},
+		{Session{}, "SET completion_type = @x", false, "unsure"},
+		{Session{engine: Postgres}, "CALL p()", false, "idle"},
+		{Session{engine: SQLServer}, "EXEC p", false, "idle"},
+		{Session{engine: SQLServer}, "EXEC p", true, "unsure"},
+		{Session{engine: MySQL}, "CALL p()", false, "unsure"},
 		{manual, "SET autocommit = 1", false, "idle"},
 		{manual, "COMMIT", false, "manual"},
 		{Session{open: true, manual: true}, "SET autocommit=1", false, "idle"},
