@@ -21,9 +21,14 @@ import (
 //     db.QueryRowContext(...).Scan) is retried under the Policy: after a
 //     failure of phase NotSent or NotApplied any statement; after one of
 //     phase Unknown only a statement [IsReadOnly] finds read-only, or one
-//     the Policy's Schedule consents to replay ([StatementConsent]). Others
-//     fail with an error matching [ErrAmbiguous]. An error raised while
-//     rows are already being read is returned, not retried.
+//     the Policy's Schedule consents to replay ([StatementConsent]), or one
+//     whose context carries an Op ([WithOp]) that settles it. Others fail
+//     with an error matching [ErrAmbiguous]. A text that is not provably
+//     one statement (several statements, CALL, DO, EXEC) is a write of
+//     unknown outcome after any failure that does not prove it unsent. An
+//     error raised while rows are already being read is not retried: a
+//     read's is returned as it is, a write's (INSERT … RETURNING) ends in
+//     ErrAmbiguous unless it proves the statement rolled back.
 //   - When a failure left the connection unusable, the statement is retried
 //     on a new connection opened underneath, with its prepared statements
 //     prepared again there, rather than by handing driver.ErrBadConn to
@@ -32,7 +37,12 @@ import (
 //     reason; a connection it could not repair reports itself invalid
 //     (driver.Validator), so the pool drops it.
 //   - Inside an explicit transaction nothing is retried statement by
-//     statement: use [RunTx] to retry the whole transaction.
+//     statement: use [RunTx] to retry the whole transaction. That holds
+//     for a transaction opened in SQL text too (BEGIN, SET autocommit=0,
+//     XA START, SET IMPLICIT_TRANSACTIONS ON …): the Connector reads the
+//     session's transaction state from every text it runs, and where it
+//     cannot be sure the session is outside a transaction, it replays
+//     nothing on it.
 //
 // Session state is lost when a connection is replaced underneath: settings
 // made with SET, temporary tables, session variables, advisory locks held by
@@ -46,8 +56,10 @@ import (
 // NamedValueChecker), where database/sql's own fallback is reproduced
 // exactly (ConnPrepareContext, ConnBeginTx, StmtExecContext,
 // StmtQueryContext), and driver.Validator, which the Connector always
-// implements so the pool drops a connection it could not repair. Rows are
-// returned unwrapped.
+// implements so the pool drops a connection it could not repair. A read's
+// rows are returned unwrapped; a write's are wrapped to settle their errors,
+// and answer the optional Rows interfaces the inner rows lack as
+// database/sql does when they are absent.
 //
 // For github.com/lib/pq, whose driver.ErrBadConn does not prove a command
 // unsent (lib/pq#939), ErrBadConn from a statement or a COMMIT is read as a

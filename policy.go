@@ -60,12 +60,20 @@ type Config struct {
 	// connect attempt, classified like any connect error; the connection is
 	// closed.
 	SessionInit func(ctx context.Context, conn driver.Conn) error
-	// Fencer, if set, ends the session of an attempt whose outcome is
-	// unknown and confirms it gone before a verify's "not applied" is
-	// trusted (package postgres, package mysql). If nil, a verify that finds
-	// nothing after a failure whose attempt may still be running on the
-	// server (a command timeout, a lost connection: Class.Ended false) ends
-	// the call with ErrAmbiguous; "applied" is trusted either way.
+	// Fencer, if set, lets the Connector and RunTx end the session of an
+	// attempt whose outcome is unknown, and confirm it gone, before a
+	// verify's "not applied" is trusted (packages postgres, mysql, mssql):
+	// the Connector learns each new connection's session id, RunTx each
+	// transaction's when its Op has a Verify and the handle is not the
+	// Connector's. A fence is bounded by 10 s (or CommandTimeout, if
+	// larger) and runs only when a verify is about to read. Policy.Do
+	// cannot fence a plain function's attempt. Without a fence, a verify
+	// that finds nothing after a failure whose attempt may still be
+	// running on the server (a command timeout, a lost connection:
+	// Class.Ended false) ends the call with ErrAmbiguous; "applied" is
+	// trusted either way. Do not use it behind a pooler that multiplexes
+	// sessions (PgBouncer in transaction mode, ProxySQL): the session id
+	// it learns is not the one a later statement runs on.
 	Fencer Fencer
 	// Budget bounds retries across calls. If nil, a DefaultBudget of the
 	// Policy's own; NoBudget disables it. Share one *Budget between Policies
@@ -392,15 +400,16 @@ func (p *Policy) triage(ctx context.Context, op Op, attempts int, err error, tim
 		p.releaseProbe(probe)
 		return c, err, true
 	}
-	p.failures.Add(1)
 	c = p.classify(err, timedOut)
 	if op.rephase != nil {
 		c = op.rephase(err, c)
 	}
 	if inner, ok := errors.AsType[*Error](err); ok && inner.Cause != nil {
+		// The inner loop counted this failure already.
 		p.releaseProbe(probe)
 		return c, p.nested(ctx, op, attempts, c, err, inner), true
 	}
+	p.failures.Add(1)
 	return c, nil, false
 }
 
