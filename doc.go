@@ -49,7 +49,23 @@
 // ours. Session state (SET variables, temporary tables) is lost with the
 // session: Config.SessionInit re-applies it on every new
 // connection. Inside an explicit transaction nothing is replayed statement by
-// statement.
+// statement, and that holds for a transaction opened in SQL text: the
+// Connector reads every text's effect on the session (BEGIN, SET
+// autocommit=0, XA START, COMMIT AND CHAIN …) and replays nothing on a
+// session it cannot prove to be outside a transaction. A text that is not
+// provably one statement (several statements, CALL, DO, EXEC) is a write of
+// unknown outcome after any failure that does not prove it unsent. [WithOp]
+// attaches an Op — a verify, say by an idempotency key ([Exists], [NewKey])
+// — to the next write made with a context.
+//
+// # Verdicts only with proof
+//
+// A verify's "applied" is trusted at once. Its "not applied" is trusted only
+// about an attempt that has provably stopped ([Class.Ended]: SQLite, injected
+// faults), or whose session a [Fencer] ended and the server confirmed gone:
+// a server may run a statement on after its client gave up. Without that
+// proof the call ends in [ErrAmbiguous]. A [CommitVerifier] must answer
+// false only when the transaction can no longer commit.
 //
 // [RunTx] retries a whole transaction on failures that prove it did not
 // commit, and settles an ambiguous COMMIT by the Op's Verify or the Policy's
