@@ -531,7 +531,7 @@ func (c *conn) prologue(query string, in *sqltext.Info) (sqltext.Info, bool) {
 	if in != nil {
 		info = *in
 	} else {
-		info = sqltext.Analyze(query)
+		info = c.c.analyze(query)
 	}
 	return info, c.inTx || c.sess.Pinned() || info.TxControl
 }

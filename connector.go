@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"io"
+	"sync"
+	"sync/atomic"
 
 	"github.com/sqlretry/sqlretry/internal/sqltext"
 )
@@ -114,6 +116,30 @@ type connector struct {
 	p      *Policy
 	pq     bool
 	engine sqltext.Engine // the driver's engine, for the statements engines read differently
+
+	// texts caches sqltext.Analyze's reading of the statement texts run
+	// through the Connector (an application runs the same few texts over
+	// and over), up to maxTexts of them.
+	texts  sync.Map // string → sqltext.Info
+	ntexts atomic.Int32
+}
+
+// maxTexts bounds the texts a Connector keeps read: past it, a text is read
+// at each call (a program that builds texts with values in them).
+const maxTexts = 4096
+
+// analyze returns the reading of statement text q, cached.
+func (c *connector) analyze(q string) sqltext.Info {
+	if v, ok := c.texts.Load(q); ok {
+		return v.(sqltext.Info)
+	}
+	in := sqltext.Analyze(q)
+	if c.ntexts.Load() < maxTexts {
+		if _, loaded := c.texts.LoadOrStore(q, in); !loaded {
+			c.ntexts.Add(1)
+		}
+	}
+	return in
 }
 
 type closingConnector struct {
