@@ -79,6 +79,9 @@ func (c *connector) attachedOp(u *Op, op Op) Op {
 	if u.idempotent {
 		op.idempotent = true
 	}
+	if u.fence != nil && op.fence == nil {
+		op.fence = u.fence // VerifyWaits, with no Fencer of the Policy's
+	}
 	if v := u.verify; v != nil {
 		// The failed call holds its connection: the verify gets one of its
 		// own from the connector when it asks (Exists does).

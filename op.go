@@ -57,6 +57,22 @@ func (o Op) mustSettle(c Class) bool {
 	return c.Phase == Unknown && !o.idempotent && (o.consent == nil || !o.consent.ConsentsToReplay(o.Statement, c.Code))
 }
 
+// VerifyWaits returns a copy of o whose Verify is known to wait, before it
+// reads, until the attempt it judges has ended on the server — say by taking
+// a lock that attempt holds until it commits or rolls back, as a
+// transaction's verify can (the attempt's COMMIT was sent only after its
+// last statement was answered, so the lock is held until the COMMIT
+// resolves). Its "not applied" is then final without a [Fencer]. Claim it
+// only of a verify that does wait: one that reads at once may read before
+// the write lands, and the write would be applied twice.
+func (o Op) VerifyWaits() Op {
+	o.fence = verifyWaits
+	return o
+}
+
+// verifyWaits is the fence of an Op whose Verify waits out the attempt.
+func verifyWaits(context.Context) error { return nil }
+
 // IsIdempotent reports whether o may be replayed after an ambiguous failure.
 func (o Op) IsIdempotent() bool { return o.idempotent }
 

@@ -355,3 +355,21 @@ func TestNewKey(t *testing.T) {
 		t.Errorf("NewKey() = %q, %q: want two different 32-digit keys", a, b)
 	}
 }
+
+// An Op whose Verify waits out the attempt itself needs no Fencer: its "not
+// applied" is final, and the write is replayed once.
+func TestVerifyWaitsIsFinal(t *testing.T) {
+	p := testPolicy(t, Config{Classifier: serverClassifier, MaxRetries: 2})
+	calls := 0
+	fn := func(context.Context) error {
+		calls++
+		if calls == 1 {
+			return errLost
+		}
+		return nil
+	}
+	notApplied := func(context.Context) (bool, error) { return false, nil }
+	if err := p.Do(context.Background(), Write("w", notApplied).VerifyWaits(), fn); err != nil || calls != 2 {
+		t.Fatalf("got %v after %d calls, want nil after 2", err, calls)
+	}
+}

@@ -83,6 +83,7 @@ func RunTx(ctx context.Context, db *sql.DB, p *Policy, op Op, opts *sql.TxOption
 		op.unsettled = errNoCommitVerifier
 	default:
 		// An ambiguous COMMIT is settled by the Op's Verify or the verifier.
+		t.verifyWaits = op.fence != nil
 		op.verify = t.verify
 		op.fence = t.fence
 	}
@@ -123,6 +124,9 @@ type txRun struct {
 	// tainted: the attempt failed after a statement that may have committed
 	// part of the transaction (the Connector saw it): not a clean rollback.
 	tainted bool
+	// verifyWaits: the Op's Verify waits out the attempt itself
+	// (Op.VerifyWaits).
+	verifyWaits bool
 }
 
 // attempt runs the transaction once.
@@ -171,7 +175,7 @@ func (t *txRun) attempt(ctx context.Context) error {
 	}
 	t.stage = stageCommit
 	finished = true
-	if t.userVerify != nil && t.p.fencer != nil {
+	if t.userVerify != nil && !t.verifyWaits && t.p.fencer != nil {
 		t.fenceSession = t.sessionFence(ctx, conn)
 	}
 	doneBefore := ctx.Err() != nil
@@ -245,7 +249,7 @@ func (t *txRun) sessionFence(ctx context.Context, conn *sql.Conn) func(context.C
 // needs the session fenced.
 func (t *txRun) fence(ctx context.Context) error {
 	switch {
-	case t.userVerify == nil:
+	case t.userVerify == nil, t.verifyWaits:
 		return nil
 	case t.fenceSession != nil:
 		return t.fenceSession(ctx)

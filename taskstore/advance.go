@@ -35,7 +35,7 @@ func (s *Store) AdvanceRun(ctx context.Context, seriesID string, expected int64)
 		err = s.naiveAdvance(ctx, seriesID, expected, &a)
 	} else {
 		verify := func(ctx context.Context) (bool, error) { return s.advanceLanded(ctx, seriesID, &a) }
-		err = sqlretry.RunTx(ctx, s.db, s.pol.AdvanceRun, sqlretry.Write("taskstore.advance-run", verify), nil, func(ctx context.Context, tx *sql.Tx) error {
+		err = sqlretry.RunTx(ctx, s.db, s.pol.AdvanceRun, sqlretry.Write("taskstore.advance-run", verify).VerifyWaits(), nil, func(ctx context.Context, tx *sql.Tx) error {
 			res, err := tx.ExecContext(ctx, s.q.advance, a.ID, seriesID, expected)
 			if err != nil {
 				return err

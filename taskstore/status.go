@@ -131,7 +131,7 @@ func reservedID(id string) bool {
 // row.
 func (s *Store) apply(ctx context.Context, p *sqlretry.Policy, c change) error {
 	verify := func(ctx context.Context) (bool, error) { return s.transitionLanded(ctx, c.id, c.taskID, c.to) }
-	err := sqlretry.RunTx(ctx, s.db, p, sqlretry.Write(c.op, verify), nil, func(ctx context.Context, tx *sql.Tx) error {
+	err := sqlretry.RunTx(ctx, s.db, p, sqlretry.Write(c.op, verify).VerifyWaits(), nil, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, c.update, c.args...)
 		if err != nil {
 			return err
@@ -376,7 +376,7 @@ func (s *Store) Claim(ctx context.Context, owner string) (*Lease, error) {
 			lease, lost = l, l == nil
 			return true, nil
 		}
-		err = sqlretry.RunTx(ctx, s.db, s.pol.Claim, sqlretry.Write("taskstore.claim", verify), nil, body)
+		err = sqlretry.RunTx(ctx, s.db, s.pol.Claim, sqlretry.Write("taskstore.claim", verify).VerifyWaits(), nil, body)
 		err = s.confirm(ctx, err, verify)
 		if err == nil && lost {
 			err = &StatusError{Want: Leased, cause: ErrLeaseLost}
