@@ -68,6 +68,13 @@ type CommitVerifier interface {
 // rolls the transaction back and propagates; it is never retried. RunTx
 // called with a context fn received returns [ErrNestedTx].
 //
+// Nor may fn run statements that commit part of the transaction on their
+// own — a CALL of a procedure that commits inside (MySQL, SQL Server), a
+// statement that commits implicitly (MySQL's DDL, LOCK TABLES) — since a
+// failure after one is no rollback of the whole. Through a [Connector]
+// handle RunTx sees them, and a failure after one ends in ErrAmbiguous
+// rather than a replay; on a plain handle it cannot see them.
+//
 // opts are passed to db.BeginTx. RunTx is safe for concurrent use.
 func RunTx(ctx context.Context, db *sql.DB, p *Policy, op Op, opts *sql.TxOptions, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	if ctx.Value(txKey{}) != nil {
