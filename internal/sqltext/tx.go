@@ -104,16 +104,7 @@ func (s Session) apply(l *lexer, first token) (Session, bool, bool) {
 	}
 	switch {
 	case l.is(first, "begin"):
-		switch n := l.next(); {
-		case n.kind == tokEOF, n.kind == tokPunct && l.s[n.start] == ';',
-			n.kind == tokWord && (l.isAny(n, "transaction", "work", "tran", "deferred", "immediate", "exclusive",
-				"isolation", "read", "deferrable", "not", "distributed")):
-			return s.opens(false), true, false
-		}
-		// A T-SQL block (BEGIN … END, BEGIN TRY): it may open or end
-		// anything.
-		s.txUnsure = true
-		return s, true, false
+		return s.begin(l), true, false
 	case l.is(first, "start"):
 		if n := l.next(); n.kind == tokWord && l.is(n, "transaction") {
 			return s.opens(false), true, false
@@ -131,16 +122,11 @@ func (s Session) apply(l *lexer, first token) (Session, bool, bool) {
 			s.txUnsure = true
 		}
 		return s, true, false
-	case l.is(first, "commit"), l.is(first, "end"):
-		if l.is(first, "commit") && l.peekWordIs("prepared") {
-			return s, true, false // PostgreSQL: commits a prepared transaction, not the session's
+	case l.isAny(first, "commit", "end", "rollback", "abort"):
+		if l.isAny(first, "commit", "rollback") && l.peekWordIs("prepared") {
+			return s, true, false // PostgreSQL: ends a prepared transaction, not the session's
 		}
-		return s.ends(l, false), true, false
-	case l.is(first, "rollback"), l.is(first, "abort"):
-		if l.is(first, "rollback") && l.peekWordIs("prepared") {
-			return s, true, false
-		}
-		return s.ends(l, true), true, false
+		return s.ends(l, l.isAny(first, "rollback", "abort")), true, false
 	case l.is(first, "prepare"):
 		// PostgreSQL's PREPARE TRANSACTION 'id' ends the session's
 		// transaction; PREPARE name AS … prepares a statement.
@@ -150,41 +136,63 @@ func (s Session) apply(l *lexer, first token) (Session, bool, bool) {
 		}
 		return s, false, false
 	case l.is(first, "xa"):
-		switch n := l.next(); {
-		case n.kind != tokWord:
-			s.txUnsure = true
-		case l.is(n, "start"), l.is(n, "begin"):
-			return s.opens(false), true, false
-		case l.is(n, "commit"), l.is(n, "rollback"):
-			s.open, s.savepoint = false, false
-		}
-		return s, true, false
+		return s.xa(l), true, false
 	case l.is(first, "set"):
 		return s.set(l)
-	case l.is(first, "call"), l.is(first, "exec"), l.is(first, "execute"), l.is(first, "if"), l.is(first, "while"):
-		switch s.engine {
-		case Postgres:
-			// A procedure or EXECUTE of a prepared statement cannot leave
-			// a transaction open, nor is there an autocommit mode.
-			return s, true, false
-		case SQLServer:
-			// A procedure that leaves a transaction open fails (error
-			// 266), and SET options made in it end with it; a failed
-			// one turns the session Unsure in After.
-			if !l.is(first, "if") && !l.is(first, "while") {
-				return s, true, false
-			}
-		}
-		// A procedure (MySQL) or a T-SQL block may leave a transaction
-		// open, and a MySQL procedure may set autocommit: nothing in the
-		// text says.
-		s.txUnsure = true
-		if s.engine != SQLServer {
-			s.modeOff = true
-		}
-		return s, true, true
+	case l.isAny(first, "call", "exec", "execute", "if", "while"):
+		return s.code(l.isAny(first, "if", "while"))
 	}
 	return s, false, false
+}
+
+// begin reads BEGIN: a transaction, or a T-SQL block (BEGIN … END, BEGIN
+// TRY), which may open or end anything.
+func (s Session) begin(l *lexer) Session {
+	switch n := l.next(); {
+	case n.kind == tokEOF, l.punct(n, ';'),
+		n.kind == tokWord && l.isAny(n, "transaction", "work", "tran", "deferred", "immediate", "exclusive",
+			"isolation", "read", "deferrable", "not", "distributed"):
+		return s.opens(false)
+	}
+	s.txUnsure = true
+	return s
+}
+
+// xa reads MySQL's XA START/BEGIN (opens), XA COMMIT/ROLLBACK (ends), and
+// leaves the others (END, PREPARE, RECOVER) as they are.
+func (s Session) xa(l *lexer) Session {
+	switch n := l.next(); {
+	case n.kind != tokWord:
+		s.txUnsure = true
+	case l.isAny(n, "start", "begin"):
+		return s.opens(false)
+	case l.isAny(n, "commit", "rollback"):
+		s.open, s.savepoint = false, false
+	}
+	return s
+}
+
+// code reads a procedure call (CALL, EXEC, EXECUTE) or a T-SQL block (IF,
+// WHILE): what it does to the transaction depends on the engine.
+func (s Session) code(block bool) (Session, bool, bool) {
+	switch {
+	case s.engine == Postgres:
+		// A procedure or EXECUTE of a prepared statement cannot leave a
+		// transaction open, nor is there an autocommit mode.
+		return s, true, false
+	case s.engine == SQLServer && !block:
+		// A procedure that leaves a transaction open fails (error 266),
+		// and SET options made in it end with it; a failed one turns the
+		// session Unsure in After.
+		return s, true, false
+	}
+	// A procedure (MySQL) or a T-SQL block may leave a transaction open,
+	// and a MySQL procedure may set autocommit: nothing in the text says.
+	s.txUnsure = true
+	if s.engine != SQLServer {
+		s.modeOff = true
+	}
+	return s, true, true
 }
 
 func (s Session) opens(bySavepoint bool) Session {
