@@ -16,7 +16,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/sqlretry/sqlretry/internal/cli"
+	"github.com/sqlretry/sqlretry/cmd/sqlretry/internal/cli"
 )
 
 func main() {

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/sqlretry/sqlretry/internal/chaos"
+	"github.com/sqlretry/sqlretry/cmd/sqlretry/internal/chaos"
 )
 
 func init() {
