@@ -9,7 +9,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,6 +69,7 @@ func openEngines(tb testing.TB) []engine {
 	myDSN := dbtest.FreshMySQL(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	reapJudges(ctx, tb)
 	var es []engine
 	pg, err := openPostgres(ctx, tb, pgDSN)
 	if err != nil {
@@ -91,6 +94,83 @@ func openEngines(tb testing.TB) []engine {
 	return es
 }
 
+// judgeDatabases are the LIKE patterns of the databases openEngines gets
+// from dbtest (which names them after the test).
+var judgeDatabases = [...]string{
+	"sqlretry_fuzzreadonlyengines_%", "sqlretry_fuzzhiddenwrites_%",
+	"sqlretry_testenginesseewrites_%", "sqlretry_testhiddenwritesweep_%",
+}
+
+// reapJudges drops what the judges of killed processes left behind: the go
+// command kills a fuzz worker one second after asking it to stop, often
+// before its cleanup has dropped its databases, role and user. A database
+// of ours older than an hour is a leftover (no run keeps one that long), and
+// so is a judge role or user whose database is gone.
+func reapJudges(ctx context.Context, tb testing.TB) {
+	tb.Helper()
+	if admin, err := pgx.Connect(ctx, dbtest.PostgresDSN(tb)); err == nil {
+		defer admin.Close(ctx)
+		for _, like := range judgeDatabases {
+			rows, err := admin.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE $1
+				AND (pg_stat_file('base/' || oid || '/PG_VERSION')).modification < now() - interval '1 hour'`, like)
+			if err != nil {
+				break
+			}
+			names, _ := pgx.CollectRows(rows, pgx.RowTo[string])
+			for _, name := range names {
+				_, _ = admin.Exec(ctx, `DROP DATABASE IF EXISTS "`+name+`" WITH (FORCE)`)
+			}
+		}
+		rows, err := admin.Query(ctx, `SELECT rolname FROM pg_roles WHERE rolname LIKE 'judge\_sqlretry\_%'
+			AND substr(rolname, 7) NOT IN (SELECT datname FROM pg_database)`)
+		if err == nil {
+			roles, _ := pgx.CollectRows(rows, pgx.RowTo[string])
+			for _, role := range roles {
+				_, _ = admin.Exec(ctx, `DROP ROLE IF EXISTS "`+role+`"`)
+			}
+		}
+	}
+	admin, err := sql.Open("mysql", dbtest.MySQLDSN(tb))
+	if err != nil {
+		return
+	}
+	defer admin.Close()
+	for _, like := range judgeDatabases {
+		rows, err := admin.QueryContext(ctx, `SELECT TABLE_SCHEMA FROM information_schema.TABLES
+			WHERE TABLE_SCHEMA LIKE ? AND TABLE_NAME = 't' AND CREATE_TIME < NOW() - INTERVAL 1 HOUR`, like)
+		if err != nil {
+			return
+		}
+		var names []string
+		for rows.Next() {
+			var name string
+			if rows.Scan(&name) == nil {
+				names = append(names, name)
+			}
+		}
+		rows.Close()
+		for _, name := range names {
+			_, _ = admin.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+name+"`")
+		}
+	}
+	rows, err := admin.QueryContext(ctx, `SELECT User FROM mysql.user WHERE User LIKE 'judge\_sqlretry\_%'
+		AND SUBSTR(User, 7) NOT IN (SELECT SCHEMA_NAME FROM information_schema.SCHEMATA)`)
+	if err != nil {
+		return
+	}
+	var users []string
+	for rows.Next() {
+		var user string
+		if rows.Scan(&user) == nil {
+			users = append(users, user)
+		}
+	}
+	rows.Close()
+	for _, user := range users {
+		_, _ = admin.ExecContext(ctx, "DROP USER IF EXISTS '"+user+"'@'%'")
+	}
+}
+
 // scratchRows are the rows of the scratch tables t, u and tt.
 const scratchRows = "(1, 10, 'a'), (2, 20, 'b'), (3, 30, 'c')"
 
@@ -99,6 +179,7 @@ const scratchRows = "(1, 10, 'a'), (2, 20, 'b'), (3, 30, 'c')"
 type pgEngine struct {
 	dsn  string // as the judge's role
 	conn *pgx.Conn
+	last string // the checksum after the last text, if it wrote nothing
 }
 
 func openPostgres(ctx context.Context, tb testing.TB, dsn string) (*pgEngine, error) {
@@ -156,6 +237,7 @@ func openPostgres(ctx context.Context, tb testing.TB, dsn string) (*pgEngine, er
 func (e *pgEngine) name() string { return "PostgreSQL" }
 
 func (e *pgEngine) connect(ctx context.Context) error {
+	e.last = ""
 	if e.conn != nil {
 		e.conn.Close(ctx)
 		e.conn = nil
@@ -205,7 +287,18 @@ func (e *pgEngine) judge(ctx context.Context, s string) (string, error) {
 			return "", err
 		}
 	}
-	before, err := e.checksum(ctx)
+	why, err := e.judge1(ctx, s)
+	if why != "" || err != nil {
+		e.last = ""
+	}
+	return why, err
+}
+
+func (e *pgEngine) judge1(ctx context.Context, s string) (string, error) {
+	before, err := e.last, error(nil)
+	if before == "" {
+		before, err = e.checksum(ctx)
+	}
 	if err != nil {
 		if err := e.connect(ctx); err != nil {
 			return "", err
@@ -250,6 +343,7 @@ func (e *pgEngine) judge(ctx context.Context, s string) (string, error) {
 	if wrote != "" {
 		return wrote, nil
 	}
+	e.last = after
 	if locking {
 		// A locking read: run it where it is allowed, and compare what
 		// the transaction sees before rolling it back.
@@ -272,6 +366,7 @@ func (e *pgEngine) judge(ctx context.Context, s string) (string, error) {
 type myEngine struct {
 	db   *sql.DB
 	conn *sql.Conn
+	last string // the checksum after the last text, if it wrote nothing
 }
 
 func openMariaDB(ctx context.Context, tb testing.TB, dsn string) (*myEngine, error) {
@@ -325,6 +420,7 @@ func openMariaDB(ctx context.Context, tb testing.TB, dsn string) (*myEngine, err
 func (e *myEngine) name() string { return "MariaDB" }
 
 func (e *myEngine) connect(ctx context.Context) error {
+	e.last = ""
 	if e.conn != nil {
 		_ = e.conn.Raw(func(any) error { return driver.ErrBadConn }) // discards the driver connection
 		e.conn.Close()
@@ -372,7 +468,18 @@ func (e *myEngine) checksum(ctx context.Context) (string, error) {
 }
 
 func (e *myEngine) judge(ctx context.Context, s string) (string, error) {
-	before, err := e.checksum(ctx)
+	why, err := e.judge1(ctx, s)
+	if why != "" || err != nil {
+		e.last = ""
+	}
+	return why, err
+}
+
+func (e *myEngine) judge1(ctx context.Context, s string) (string, error) {
+	before, err := e.last, error(nil)
+	if before == "" {
+		before, err = e.checksum(ctx)
+	}
 	if err != nil {
 		if err := e.connect(ctx); err != nil {
 			return "", err
@@ -401,11 +508,17 @@ func (e *myEngine) judge(ctx context.Context, s string) (string, error) {
 	if errors.As(runErr, &me) {
 		switch me.Number {
 		case 1792: // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
+			// MariaDB refuses a locking read (SELECT … FOR UPDATE, LOCK
+			// IN SHARE MODE) and the plan of a write (EXPLAIN DELETE …)
+			// in a read-only transaction, although neither changes
+			// anything: such texts are judged by a checksum taken inside
+			// a read-write transaction instead.
 			low := strings.ToLower(s)
-			if !strings.Contains(low, "update") && !strings.Contains(low, "share") {
+			if !strings.Contains(low, "update") && !strings.Contains(low, "share") &&
+				!strings.Contains(low, "explain") && !strings.Contains(low, "desc") {
 				return fmt.Sprintf("%d %s", me.Number, me.Message), nil
 			}
-			locking = true // SELECT … FOR UPDATE, LOCK IN SHARE MODE
+			locking = true
 		case 1227: // ER_SPECIFIC_ACCESS_DENIED_ERROR: SUPER and the like
 			return fmt.Sprintf("%d %s", me.Number, me.Message), nil
 		case 1142: // ER_TABLEACCESS_DENIED_ERROR: "X command denied"
@@ -424,6 +537,7 @@ func (e *myEngine) judge(ctx context.Context, s string) (string, error) {
 	if after != before {
 		return fmt.Sprintf("checksum %s became %s", before, after), nil
 	}
+	e.last = after
 	var locks sql.NullInt64
 	if err := e.conn.QueryRowContext(ctx, "SELECT RELEASE_ALL_LOCKS()").Scan(&locks); err == nil && locks.Int64 > 0 {
 		return fmt.Sprintf("the text took %d named locks", locks.Int64), nil
@@ -546,16 +660,26 @@ func (e *liteEngine) judge(ctx context.Context, s string) (string, error) {
 // why.
 func judgeAll(t testing.TB, es []engine, s string) map[string]string {
 	t.Helper()
+	whys := make([]string, len(es))
+	errs := make([]error, len(es))
+	var wg sync.WaitGroup
+	for i, e := range es {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), engineTimeout)
+			defer cancel()
+			whys[i], errs[i] = e.judge(ctx, s)
+		}()
+	}
+	wg.Wait()
 	wrote := map[string]string{}
-	for _, e := range es {
-		ctx, cancel := context.WithTimeout(context.Background(), engineTimeout)
-		why, err := e.judge(ctx, s)
-		cancel()
-		if err != nil {
-			t.Fatalf("%s cannot judge %q: %v", e.name(), s, err)
+	for i, e := range es {
+		if errs[i] != nil {
+			t.Fatalf("%s cannot judge %q: %v", e.name(), s, errs[i])
 		}
-		if why != "" {
-			wrote[e.name()] = why
+		if whys[i] != "" {
+			wrote[e.name()] = whys[i]
 		}
 	}
 	return wrote
@@ -615,6 +739,7 @@ func TestEnginesSeeWrites(t *testing.T) {
 		{"SELECT 1; UPDATE tt SET a = 0", "PostgreSQL MariaDB"}, // a temporary table
 		{"SELECT * FROM t FOR UPDATE", ""},                      // a locking read, documented as a read
 		{"SELECT * FROM t LOCK IN SHARE MODE", ""},
+		{"EXPLAIN DELETE FROM t", ""},       // MariaDB refuses it in a read-only transaction, but only plans it
 		{"EXPLAIN SELECT nextval('s')", ""}, // the plan only
 	} {
 		got := judgeAll(t, es, c.sql)
@@ -648,4 +773,106 @@ func TestEngineCorpusFiles(t *testing.T) {
 			t.Errorf("%s: not a fuzz corpus file", name)
 		}
 	}
+}
+
+// Fragments of texts that hide a write behind a construct some engine reads
+// differently: a read, an opener, a fuzzed filler, a separator, a write and
+// a closer. FuzzHiddenWrites and TestHiddenWriteSweep build texts from them.
+var (
+	hideLeads = [...]string{
+		"SELECT 1", "SELECT a FROM t", "SELECT * FROM t WHERE b = ", "EXPLAIN SELECT 1",
+		"EXPLAIN (COSTS OFF) SELECT 1", "VALUES (1)", "SHOW TABLES", "TABLE t",
+		"WITH x AS (SELECT 1 AS a) SELECT * FROM x", "SELECT ('{1}'::int[])[length(",
+		"SELECT 1 AS ", "SELECT * FROM t FOR UPDATE", "(SELECT 1)", "DESCRIBE t",
+	}
+	hideOpeners = [...]string{
+		"", "'", "\"", "`", "[", "$$", "$a$", "$é$", "E'", "U&'", "B'", "N'", "X'",
+		"/*", "/*!", "/*M!", "/*!50000", "/* /*", "--", "-- ", "#", "--\r", "-- '\r",
+		"'\\", "\"\\", "E'\\", "'a\\'", "'\\\\'", "\xbf\\", "']'", "[']", "$1", "@", ":",
+	}
+	hideSeps   = [...]string{"; ", "\n; ", " ", "\n", "\r", "\r\n", "\x00; ", "\u00a0", "\u3000", ";\r", "*/ ", "]; "}
+	hideWrites = [...]string{
+		"DELETE FROM t", "UPDATE t SET a = 0", "INSERT INTO t VALUES (9, 9, 'z')",
+		"SELECT nextval('s')", "SELECT NEXTVAL(s)", "SELECT NEXT VALUE FOR s", "SELECT nextval('ts')",
+		"SELECT pg_advisory_lock(7)", "SELECT GET_LOCK('k', 0)", "CREATE TABLE z (a int)",
+		"COMMIT", "DROP TABLE u", "UPDATE tt SET a = 0", "SELECT * INTO z FROM t",
+		", NEXTVAL(s)", ", nextval('s')", "INTO @v", "FOR UPDATE",
+	}
+	hideClosers = [...]string{
+		"", "; --", " -- '", "'", "\"", "`", "]", "$$", "$a$", "$é$", "*/", "*/ */", "\n",
+		"; SELECT '", " -- ]'", " /* */", "; SELECT 1 -- '",
+	}
+)
+
+// hiddenWrite builds a text from the fragments the indexes choose.
+func hiddenWrite(lead, open, sep, write, closer int, filler string) string {
+	return hideLeads[lead%len(hideLeads)] + hideOpeners[open%len(hideOpeners)] + filler +
+		hideSeps[sep%len(hideSeps)] + hideWrites[write%len(hideWrites)] + hideClosers[closer%len(hideClosers)]
+}
+
+// FuzzHiddenWrites is FuzzReadOnlyEngines on texts built to hide a write:
+// mutation of raw bytes seldom yields SQL that an engine runs, while these
+// texts always hold a write that some reading may expose.
+func FuzzHiddenWrites(f *testing.F) {
+	f.Add(uint8(0), uint8(1), "a", uint8(0), uint8(0), uint8(2))
+	f.Add(uint8(9), uint8(18), "", uint8(0), uint8(0), uint8(16))
+	f.Add(uint8(0), uint8(15), "", uint8(2), uint8(14), uint8(10))
+	f.Add(uint8(2), uint8(20), " x", uint8(1), uint8(0), uint8(2))
+	es := openEngines(f)
+	f.Fuzz(func(t *testing.T, lead, open uint8, filler string, sep, write, closer uint8) {
+		if len(filler) > 64 {
+			return
+		}
+		s := hiddenWrite(int(lead), int(open), int(sep), int(write), int(closer), filler)
+		if !IsReadOnly(s) {
+			return
+		}
+		if wrote := judgeAll(t, es, s); len(wrote) > 0 {
+			t.Fatalf("IsReadOnly(%q) = true, but it writes: %v", s, wrote)
+		}
+	})
+}
+
+// TestHiddenWriteSweep runs every combination of the fragments with an
+// empty filler (1.7 million texts) through IsReadOnly, and those it calls
+// read-only (about 270,000) through the engines. That takes the better part
+// of an hour, so it runs only with SQLTEXT_SWEEP=n, and then judges every
+// n-th of them.
+func TestHiddenWriteSweep(t *testing.T) {
+	stride, _ := strconv.Atoi(os.Getenv("SQLTEXT_SWEEP"))
+	if stride < 1 {
+		t.Skip("set SQLTEXT_SWEEP=n to judge every n-th read-only combination of the hidden-write fragments")
+	}
+	es := openEngines(t)
+	total, readOnly, judged := 0, 0, 0
+	start := time.Now()
+	seen := map[string]bool{}
+	for lead := range hideLeads {
+		for open := range hideOpeners {
+			for sep := range hideSeps {
+				for write := range hideWrites {
+					for closer := range hideClosers {
+						s := hiddenWrite(lead, open, sep, write, closer, "")
+						total++
+						if seen[s] || !IsReadOnly(s) {
+							continue
+						}
+						seen[s] = true
+						readOnly++
+						if readOnly%stride != 0 {
+							continue
+						}
+						judged++
+						if wrote := judgeAll(t, es, s); len(wrote) > 0 {
+							t.Errorf("IsReadOnly(%q) = true, but it writes: %v", s, wrote)
+						}
+						if judged%10000 == 0 {
+							t.Logf("%d judged in %v", judged, time.Since(start).Round(time.Second))
+						}
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d texts, %d read-only, %d of them judged by the engines in %v", total, readOnly, judged, time.Since(start).Round(time.Second))
 }
