@@ -155,26 +155,26 @@ var tsqlVerbs = [...]string{
 }
 
 // continues are the words after which a statement cannot end: the next word
-// belongs to the same statement.
+// belongs to the same statement. They are reserved in SQL Server, so none of
+// them can end a statement as a bare name; MINUS (MariaDB's EXCEPT) is the
+// one exception, and canEnd knows a few more places (DO UPDATE, DEFAULT
+// VALUES, SET … ON).
 var continues = [...]string{
 	// statement verbs that need more (DELETE does not: MERGE … THEN DELETE)
-	"select", "insert", "update", "merge", "create", "alter",
-	"drop", "truncate", "exec", "execute", "declare", "set", "save", "if",
-	"while", "print", "raiserror", "waitfor", "use", "grant", "revoke",
-	"deny", "bulk", "backup", "restore", "dbcc", "kill", "open", "close",
-	"fetch", "deallocate", "goto", "readtext", "writetext", "updatetext",
-	"enable", "disable", "receive", "send", "get", "move", "add",
+	"select", "insert", "update", "merge", "create", "alter", "drop",
+	"truncate", "exec", "execute", "declare", "set", "save", "if", "while",
+	"print", "raiserror", "waitfor", "use", "grant", "revoke", "deny", "bulk",
+	"backup", "restore", "dbcc", "kill", "open", "close", "fetch",
+	"deallocate", "goto", "readtext", "writetext", "updatetext", "add",
 	// clauses and operators
 	"from", "where", "and", "or", "not", "by", "as", "on", "join", "in", "is",
 	"like", "between", "case", "when", "then", "else", "into", "union",
 	"intersect", "except", "minus", "all", "distinct", "top", "having",
-	"values", "with", "using", "over", "partition", "order", "group", "for",
-	"of", "to", "exists", "any", "some", "cross", "inner", "outer", "left",
-	"right", "full", "escape", "collate", "output", "returning", "do", "key",
-	"table", "view", "index", "column", "constraint", "schema", "database",
-	"sequence", "procedure", "proc", "function", "trigger", "type", "after",
-	"before", "instead", "references", "limit", "offset", "at", "apply",
-	"pivot", "unpivot", "window",
+	"values", "with", "over", "order", "group", "for", "of", "to", "exists",
+	"any", "some", "cross", "inner", "outer", "left", "right", "full",
+	"escape", "collate", "key", "table", "view", "index", "column",
+	"constraint", "schema", "database", "procedure", "proc", "function",
+	"trigger", "references", "pivot", "unpivot",
 }
 
 // startsStatement reports whether word n, after prev and prev2 at the top
@@ -197,7 +197,7 @@ func (l *lexer) startsStatement(n, prev, prev2 token, st *batchState) bool {
 	case st.alter && l.isAny(n, "alter", "drop", "add", "set", "enable", "disable"):
 		return false // ALTER TABLE t ALTER COLUMN …, DROP COLUMN …
 	}
-	if !l.canEnd(prev, prev2, st) {
+	if !l.canEnd(prev, prev2, n, st) {
 		return false
 	}
 	switch {
@@ -222,8 +222,9 @@ func (l *lexer) startsStatement(n, prev, prev2 token, st *batchState) bool {
 	return true
 }
 
-// canEnd reports whether a statement can end with prev (after prev2).
-func (l *lexer) canEnd(prev, prev2 token, st *batchState) bool {
+// canEnd reports whether a statement can end with prev (after prev2) and
+// the next begin with word next.
+func (l *lexer) canEnd(prev, prev2, next token, st *batchState) bool {
 	switch prev.kind {
 	case tokPunct:
 		// ")" ends an expression, "?" is a parameter, "}" ends an ODBC
@@ -248,6 +249,9 @@ func (l *lexer) canEnd(prev, prev2 token, st *batchState) bool {
 	case l.is(prev, "delete"):
 		// ON DELETE SET NULL; but MERGE … THEN DELETE ends a clause.
 		return !(prev2.kind == tokWord && l.is(prev2, "on"))
+	case l.is(prev, "do"):
+		// ON CONFLICT DO UPDATE; DO is no reserved word in SQL Server.
+		return !l.is(next, "update")
 	}
 	return l.class(prev)&kwContinue == 0
 }

@@ -252,7 +252,11 @@ func TestAnalyzeMultiDialects(t *testing.T) {
 		"INSERT INTO t VALUES (1) SAVE TRAN x",                                                  // SQL Server: two
 		"INSERT INTO t VALUES (1)\u3000DELETE FROM u",                                           // SQL Server may split at U+3000
 		"WITH x AS (SELECT 1 AS a) INSERT INTO t SELECT a FROM x DELETE FROM u",                 // SQL Server: two
-		"INSERT INTO t VALUES (1) lbl: DELETE FROM u",                                           // a label, then a statement
+		"UPDATE t SET x = type INSERT INTO u VALUES (1)",                                        // TYPE is no reserved word in SQL Server
+		"UPDATE t SET x = offset DELETE FROM u",                                                 // nor OFFSET
+		"DELETE FROM t WHERE a = receive UPDATE u SET a = 1",                                    // nor RECEIVE
+		"INSERT INTO t SELECT a FROM u AS do UPDATE v SET a = 1",
+		"INSERT INTO t VALUES (1) lbl: DELETE FROM u", // a label, then a statement
 	} {
 		if in := Analyze(q); !in.Multi {
 			t.Errorf("Analyze(%q).Multi = false, want true", q)
