@@ -56,6 +56,38 @@ func ParsePhase(s string) (Phase, error) {
 	return Unknown, errors.New("sqlretry: unknown phase " + strconv.Quote(s) + " (want unknown, not-sent or not-applied)")
 }
 
+// Kind says what a transient failure is a sign of, whatever its phase: lock
+// contention between transactions, or a database that is unavailable. The
+// two call for different retries: contention is resolved by running again
+// (a deadlock victim's rival has finished), and is no sign of a server in
+// trouble, so its retries draw nothing from the budget that protects a
+// recovering server; unavailability is what the budget is for.
+type Kind uint8
+
+const (
+	// KindUnknown: the classifier did not say; budgeted like Unavailable.
+	KindUnknown Kind = iota
+	// Contention: a deadlock victim, a serialization failure, a lock wait
+	// timeout, NOWAIT, SQLITE_BUSY and SQLITE_LOCKED.
+	Contention
+	// Unavailable: a lost or refused connection, a failover, throttling, a
+	// restart, a command timeout.
+	Unavailable
+)
+
+// String returns "unknown", "contention" or "unavailable".
+func (k Kind) String() string {
+	switch k {
+	case KindUnknown:
+		return "unknown"
+	case Contention:
+		return "contention"
+	case Unavailable:
+		return "unavailable"
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
 // Class is the verdict on one error: may a later attempt succeed, and what is
 // known about whether the failed attempt reached the database.
 type Class struct {
@@ -72,6 +104,9 @@ type Class struct {
 	// MinDelay is a server-requested floor for the next wait (Azure SQL
 	// 40501 asks for 10 s); 0 if none.
 	MinDelay time.Duration
+	// Kind is what a transient failure is a sign of: Contention or
+	// Unavailable. The engine classifiers set it on every retryable verdict.
+	Kind Kind
 	// Ended reports that the failed attempt has provably stopped: nothing it
 	// sent can still change the database, so what a verify reads now is
 	// final. An in-process engine (SQLite) ends every attempt before the call
@@ -127,19 +162,19 @@ func ClassifyNeutral(err error) Class {
 	case f.has(factContext):
 		return Class{Phase: Unknown, Code: "context", Reason: "context done"}
 	case f.has(factBadConn):
-		return Class{Retryable: true, Phase: NotSent, Code: "bad-conn", Reason: "driver.ErrBadConn: connection unusable, command not sent"}
+		return Class{Retryable: true, Phase: NotSent, Code: "bad-conn", Reason: "driver.ErrBadConn: connection unusable, command not sent", Kind: Unavailable}
 	case f.has(factDNS):
-		return Class{Retryable: true, Phase: NotSent, Code: "dns", Reason: "name resolution failed: nothing was sent"}
+		return Class{Retryable: true, Phase: NotSent, Code: "dns", Reason: "name resolution failed: nothing was sent", Kind: Unavailable}
 	case f.has(factDial):
-		return Class{Retryable: true, Phase: NotSent, Code: "dial", Reason: "dial failed: nothing was sent"}
+		return Class{Retryable: true, Phase: NotSent, Code: "dial", Reason: "dial failed: nothing was sent", Kind: Unavailable}
 	case f.has(factRefused):
-		return Class{Retryable: true, Phase: NotSent, Code: "conn-refused", Reason: "connection refused: nothing was sent"}
+		return Class{Retryable: true, Phase: NotSent, Code: "conn-refused", Reason: "connection refused: nothing was sent", Kind: Unavailable}
 	case f.has(factTimeout):
-		return Class{Retryable: true, Phase: Unknown, Code: "net-timeout", Reason: "network timeout: the command may have run"}
+		return Class{Retryable: true, Phase: Unknown, Code: "net-timeout", Reason: "network timeout: the command may have run", Kind: Unavailable}
 	case f.has(factEOF):
-		return Class{Retryable: true, Phase: Unknown, Code: "eof", Reason: "connection closed mid-exchange: the command may have run"}
+		return Class{Retryable: true, Phase: Unknown, Code: "eof", Reason: "connection closed mid-exchange: the command may have run", Kind: Unavailable}
 	case f.has(factReset):
-		return Class{Retryable: true, Phase: Unknown, Code: "conn-reset", Reason: "connection lost: the command may have run"}
+		return Class{Retryable: true, Phase: Unknown, Code: "conn-reset", Reason: "connection lost: the command may have run", Kind: Unavailable}
 	}
 	return Class{Phase: Unknown, Code: "", Reason: "not a known transient error"}
 }

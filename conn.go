@@ -305,7 +305,7 @@ func (c *conn) notSent(ctx context.Context, err error) error {
 	switch {
 	case cl.Retryable:
 	case ctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
-		cl = Class{Retryable: true, Code: "connect-timeout", Reason: "connecting ran out of the attempt's command timeout: nothing was sent"}
+		cl = Class{Retryable: true, Code: "connect-timeout", Reason: "connecting ran out of the attempt's command timeout: nothing was sent", Kind: Unavailable}
 	default:
 		return err
 	}
@@ -508,7 +508,7 @@ func (c *conn) checkFenced() {
 
 // errConnGone: the connection was lost and could not be replaced, while
 // its session was pinned; database/sql drops it (IsValid reports false).
-var errConnGone = &verdictError{err: errConnLost, class: Class{Retryable: true, Phase: NotSent, Code: "conn-gone", Reason: "the connection was lost and could not be replaced"}}
+var errConnGone = &verdictError{err: errConnLost, class: Class{Retryable: true, Phase: NotSent, Code: "conn-gone", Reason: "the connection was lost and could not be replaced", Kind: Unavailable}}
 
 var errConnLost = errors.New("sqlretry: the connection was lost and could not be replaced")
 

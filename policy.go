@@ -23,6 +23,14 @@ type Config struct {
 	// MaxRetries is the number of retries after the first attempt. If 0, 3.
 	// NoRetries (any negative value) disables retries.
 	MaxRetries int
+	// ContentionRetries is the number of retries a call may make while its
+	// failures are lock contention (Class.Kind Contention: deadlock
+	// victims, serialization failures, lock timeouts, SQLITE_BUSY). Such
+	// retries draw nothing from the budget: contention is no sign of a
+	// server in trouble, and a tight deadlock loop is carried through by
+	// running again, after a jittered wait that breaks the lock-step. If 0,
+	// 10 (or MaxRetries, if larger); NoRetries disables them.
+	ContentionRetries int
 	// BaseDelay is the first backoff step: the wait before retry n is
 	// BaseDelay·2^(n-1), capped at MaxDelay, then jittered. If 0, 100 ms.
 	BaseDelay time.Duration
@@ -102,6 +110,7 @@ type Config struct {
 // A first-try success takes no lock, reads no clock and allocates nothing.
 type Policy struct {
 	maxRetries     int
+	contRetries    int
 	baseDelay      time.Duration
 	maxDelay       time.Duration
 	jitter         Jitter
@@ -158,12 +167,16 @@ func (c Config) Validate() error {
 
 // WithDefaults returns c with every zero field that has a default set to
 // it, as New reads them: MaxRetries 3 (a negative value stays: no retries),
+// ContentionRetries 10 (or MaxRetries if larger),
 // BaseDelay 100 ms, MaxDelay 5 s (or BaseDelay if larger), Classifier
 // NeutralClassifier, Budget a new DefaultBudget. Jitter's zero value is
 // already FullJitter; the other fields have no default.
 func (c Config) WithDefaults() Config {
 	if c.MaxRetries == 0 {
 		c.MaxRetries = 3
+	}
+	if c.ContentionRetries == 0 {
+		c.ContentionRetries = max(10, c.MaxRetries)
 	}
 	if c.BaseDelay == 0 {
 		c.BaseDelay = 100 * time.Millisecond
@@ -189,6 +202,7 @@ func New(c Config) (*Policy, error) {
 	c = c.WithDefaults()
 	p := &Policy{
 		maxRetries:     max(c.MaxRetries, 0),
+		contRetries:    max(c.ContentionRetries, 0),
 		baseDelay:      c.BaseDelay,
 		maxDelay:       c.MaxDelay,
 		jitter:         c.Jitter,
@@ -346,7 +360,11 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 		if sched != nil && class.Code != "context" {
 			decision, wait = sched.Decide(Failure{Op: op.Name, Statement: op.Statement, Err: err, Class: class, Retry: attempts, Elapsed: now.Sub(start)})
 		}
-		next := decide(class, decision, op.mustSettle(class), attempts, p.maxRetries)
+		limit := p.maxRetries
+		if class.Kind == Contention {
+			limit = p.contRetries
+		}
+		next := decide(class, decision, op.mustSettle(class), attempts, limit)
 		if next.act == actPermanent {
 			return p.permanent(op, attempts, class, err)
 		}
@@ -483,13 +501,13 @@ func (p *Policy) breakerFailure(c Class, now time.Time, probe bool) {
 }
 
 // drawRetry takes a retry's wait within the caller's deadline and a token
-// from the budget, and waits; it returns the call's error if either refuses
-// or the caller's context ends the wait.
+// from the budget (none for contention), and waits; it returns the call's
+// error if either refuses or the caller's context ends the wait.
 func (p *Policy) drawRetry(ctx context.Context, op Op, attempts int, class Class, err error, now time.Time, wait time.Duration) error {
 	if dl, ok := ctx.Deadline(); ok && !now.Add(wait).Before(dl) {
 		return p.giveUp(op, attempts, class, err, deadlineErr{}, false)
 	}
-	if p.budget != nil && !p.budget.withdraw(now) {
+	if p.budget != nil && class.Kind != Contention && !p.budget.withdraw(now) {
 		p.budgetExhausted.Add(1)
 		p.emit(Event{Kind: EventBudgetExhausted, Op: op.Name, Attempt: attempts, Err: err, Class: class})
 		return p.giveUp(op, attempts, class, err, ErrBudgetExhausted, false)
@@ -615,7 +633,7 @@ func (p *Policy) classify(err error, timedOut bool) Class {
 		// Ended as the engine says: SQLite's attempt stops when the call
 		// returns; a server's may run on.
 		return Class{Retryable: true, Phase: Unknown, Code: "command-timeout", Reason: "the command timeout fired: the command may have run",
-			Ended: p.classifier.Classify(err).Ended || attemptEnded(err)}
+			Kind: Unavailable, Ended: p.classifier.Classify(err).Ended || attemptEnded(err)}
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return Class{Phase: Unknown, Code: "context", Reason: "a context other than the caller's ended the attempt: not a database fault", Ended: attemptEnded(err)}

@@ -628,3 +628,39 @@ func TestConfigWithDefaults(t *testing.T) {
 		t.Errorf("New(Config{}) = %v (%v), want WithDefaults' values", p, err)
 	}
 }
+
+// Lock contention is no outage: its retries have their own cap
+// (ContentionRetries, default 10) and draw nothing from the budget, which
+// an outage's retries still drain.
+func TestContentionRetriesApartFromTheBudget(t *testing.T) {
+	deadlock := &classErr{Class{Retryable: true, Phase: NotApplied, Code: "40P01", Kind: Contention}}
+	reset := &classErr{Class{Retryable: true, Phase: NotSent, Code: "reset", Kind: Unavailable}}
+	b, err := NewBudget(BudgetConfig{Max: 1, Floor: NoFloor}) // one token, no refill
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := newTestPolicy(t, Config{Budget: b})
+	errs := make([]error, 10)
+	for i := range errs {
+		errs[i] = deadlock
+	}
+	fn, calls := script(errs...)
+	if err := p.Do(context.Background(), Write("pair", nil), fn); err != nil || *calls != 11 {
+		t.Fatalf("got %v after %d calls, want success after 11 (10 contention retries)", err, *calls)
+	}
+	if s := p.Stats(); s.BudgetExhausted != 0 || s.BudgetTokens < 1 {
+		t.Errorf("contention drew on the budget: %+v", s)
+	}
+	fn, calls = script(append(errs, deadlock)...)
+	if err := p.Do(context.Background(), Write("pair", nil), fn); !errors.Is(err, ErrRetriesExhausted) || *calls != 11 {
+		t.Errorf("11 deadlocks: got %v after %d calls, want ErrRetriesExhausted after 11", err, *calls)
+	}
+	// An outage's retries are capped by MaxRetries and paid from the budget.
+	fn, calls = script(reset, reset, reset)
+	if err := p.Do(context.Background(), Write("w", nil), fn); !errors.Is(err, ErrBudgetExhausted) || *calls != 2 {
+		t.Errorf("outage: got %v after %d calls, want ErrBudgetExhausted after 2 (one token)", err, *calls)
+	}
+	if d := (Config{}).WithDefaults(); d.ContentionRetries != 10 {
+		t.Errorf("default ContentionRetries %d, want 10", d.ContentionRetries)
+	}
+}

@@ -43,7 +43,7 @@ func attemptEnded(err error) bool {
 }
 
 // lostAfterSend is the verdict on a connection lost after the command left.
-var lostAfterSend = Class{Retryable: true, Phase: Unknown, Code: "conn-lost", Reason: "connection lost after the command was sent: it may have run"}
+var lostAfterSend = Class{Retryable: true, Phase: Unknown, Code: "conn-lost", Reason: "connection lost after the command was sent: it may have run", Kind: Unavailable}
 
 // hideBadConn returns err, changed so that it does not match
 // driver.ErrBadConn if it did: database/sql would retry it again, without
@@ -63,7 +63,7 @@ func hideBadConn(err error) error {
 	}
 	cl, ok := verdictOf(err)
 	if !ok {
-		cl = Class{Retryable: true, Phase: NotSent, Code: "bad-conn", Reason: "driver.ErrBadConn: connection unusable, command not sent"}
+		cl = Class{Retryable: true, Phase: NotSent, Code: "bad-conn", Reason: "driver.ErrBadConn: connection unusable, command not sent", Kind: Unavailable}
 	}
 	return &verdictError{err: &badConnError{msg: err.Error()}, class: cl}
 }

@@ -65,6 +65,7 @@ func init() {
 			if !b.retryable {
 				c.Reason += ": permanent"
 			}
+			c = codes.Tag(c, contention)
 			if _, dup := byNumber[r.n]; dup {
 				panic("mssql: error number " + code + " listed twice")
 			}
@@ -81,7 +82,7 @@ func init() {
 		for _, s := range r.sources {
 			src += "; " + s
 		}
-		net := sr.Class{Retryable: true, Phase: r.phase, Code: code, Reason: r.reason + " (SqlClient's network error, class 20)"}
+		net := sr.Class{Retryable: true, Phase: r.phase, Code: code, Reason: r.reason + " (SqlClient's network error, class 20)", Kind: sr.Unavailable}
 		byNetwork[r.n] = net
 		e := Entry{Code: code, Number: r.n, Class: net, Source: src, Network: net}
 		if m := r.server; m != nil {
@@ -113,7 +114,9 @@ var Classifier sr.Classifier = sr.ClassifierFunc(Classify)
 // is permanent. driver.ErrBadConn, which go-mssqldb's RetryableError
 // matches, is retryable and not sent. Anything else goes to
 // [sr.ClassifyNeutral]. It never panics.
-func Classify(err error) (c sr.Class) {
+func Classify(err error) sr.Class { return codes.Tag(classify(err), contention) }
+
+func classify(err error) (c sr.Class) {
 	if err == nil {
 		return sr.ClassifyNeutral(nil)
 	}
@@ -234,9 +237,22 @@ func Lookup(code string) (sr.Class, bool) {
 		return sr.Class{Phase: sr.Unknown, Code: code, Reason: "malformed error number"}, false
 	}
 	if c, ok := lookupNumber(n); ok {
-		return c, true
+		return codes.Tag(c, contention), true
 	}
 	return sr.Class{Phase: sr.NotApplied, Code: strconv.Itoa(int(n)), Reason: "error number not listed as transient: not retried"}, false
+}
+
+// contention reports whether an error number is one of lock contention:
+// a deadlock victim (1205), a lock request timeout (1222), a snapshot
+// isolation update conflict (3960), and In-Memory OLTP's validation and
+// dependency failures (41301, 41302, 41305, 41325, 41839) (SQL Server
+// database engine errors; "Transactions with memory-optimized tables").
+func contention(code string) bool {
+	switch code {
+	case "1205", "1222", "3960", "41301", "41302", "41305", "41325", "41839":
+		return true
+	}
+	return false
 }
 
 // ValidCode reports why code is not a well-formed SQL Server error number

@@ -35,6 +35,7 @@ func init() {
 		if _, dup := byNumber[e.Number]; dup {
 			panic("mysql: error number " + e.Code + " listed twice")
 		}
+		e.Class = codes.Tag(e.Class, contention)
 		byNumber[e.Number] = e.Class
 		rows = append(rows, e)
 	}
@@ -56,7 +57,9 @@ var invalidConn = sr.Class{Retryable: true, Phase: sr.Unknown, Code: "invalid-co
 // retryable with an unknown outcome, and anything else by
 // [sr.ClassifyNeutral] (go-sql-driver returns driver.ErrBadConn only when
 // nothing was written). It never panics.
-func Classify(err error) (c sr.Class) {
+func Classify(err error) sr.Class { return codes.Tag(classify(err), contention) }
+
+func classify(err error) (c sr.Class) {
 	if err == nil {
 		return sr.ClassifyNeutral(nil)
 	}
@@ -103,9 +106,20 @@ func Lookup(code string) (sr.Class, bool) {
 		return sr.Class{Phase: sr.Unknown, Code: code, Reason: "malformed error number"}, false
 	}
 	if c, ok := byNumber[n]; ok {
-		return c, true
+		return codes.Tag(c, contention), true
 	}
 	return unlisted(n), false
+}
+
+// contention reports whether an error number is one of lock contention:
+// ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT, ER_XA_RBDEADLOCK,
+// ER_USER_LOCK_DEADLOCK, ER_LOCK_NOWAIT (MySQL server error reference).
+func contention(code string) bool {
+	switch code {
+	case "1213", "1205", "1614", "3058", "3572":
+		return true
+	}
+	return false
 }
 
 // ValidCode reports why code is not a well-formed MySQL or MariaDB error

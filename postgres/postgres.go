@@ -53,6 +53,7 @@ func compile(lists ...[]Entry) *table {
 		}
 	}
 	for code, e := range byCode {
+		e.Class = codes.Tag(e.Class, contention)
 		if isClassRow(code) {
 			t.class[code[:2]] = e.Class
 		} else {
@@ -103,11 +104,11 @@ var LibPQClassifier sr.Classifier = sr.ClassifierFunc(ClassifyLibPQ)
 // through its SQLState() method (pgx's *pgconn.PgError, lib/pq's *pq.Error)
 // and pgconn's proof that nothing was sent through SafeToRetry(), and falls
 // back to [sr.ClassifyNeutral]. It never panics, whatever err is.
-func Classify(err error) sr.Class { return classify(pgTable, err) }
+func Classify(err error) sr.Class { return codes.Tag(classify(pgTable, err), contention) }
 
 // ClassifyCockroach gives CockroachDB's verdict on err; see
 // [CockroachClassifier].
-func ClassifyCockroach(err error) sr.Class { return classify(crdbTable, err) }
+func ClassifyCockroach(err error) sr.Class { return codes.Tag(classify(crdbTable, err), contention) }
 
 // ClassifyLibPQ is [Classify] with driver.ErrBadConn read as unknown; see
 // [LibPQClassifier].
@@ -205,10 +206,28 @@ func connClosed(err error) bool {
 // sees it: ok is false when the code is not listed (it is then not
 // retryable) or malformed (see [ValidCode]). Lower-case letters are
 // accepted.
-func Lookup(code string) (sr.Class, bool) { return lookupIn(pgTable, code) }
+func Lookup(code string) (sr.Class, bool) {
+	c, ok := lookupIn(pgTable, code)
+	return codes.Tag(c, contention), ok
+}
 
 // CockroachLookup is [Lookup] for CockroachDB.
-func CockroachLookup(code string) (sr.Class, bool) { return lookupIn(crdbTable, code) }
+func CockroachLookup(code string) (sr.Class, bool) {
+	c, ok := lookupIn(crdbTable, code)
+	return codes.Tag(c, contention), ok
+}
+
+// contention reports whether a SQLSTATE is one of lock contention between
+// transactions: serialization_failure, deadlock_detected,
+// lock_not_available (NOWAIT, lock_timeout) and object_in_use (PostgreSQL
+// manual, Appendix A; §13.2 and §13.3 on what each means).
+func contention(code string) bool {
+	switch code {
+	case "40001", "40P01", "55P03", "55006":
+		return true
+	}
+	return false
+}
 
 func lookupIn(t *table, code string) (sr.Class, bool) {
 	if ValidCode(code) != nil {

@@ -47,6 +47,7 @@ func init() {
 		if _, dup := byNumber[e.Number]; dup {
 			panic("sqlite: result code " + e.Code + " listed twice")
 		}
+		e.Class = codes.Tag(e.Class, contention)
 		byNumber[e.Number] = e.Class
 		byName[e.Class.Code] = e.Number
 		rows = append(rows, e)
@@ -75,9 +76,16 @@ var Classifier sr.Classifier = sr.ClassifierFunc(Classify)
 // included), so a verify that reads "not applied" afterwards reads a final
 // answer and no Fencer is needed.
 func Classify(err error) sr.Class {
-	c := classify(err, mattnPkg)
+	c := codes.Tag(classify(err, mattnPkg), contention)
 	c.Ended = true
 	return c
+}
+
+// contention reports whether a result code name is one of lock contention:
+// SQLITE_BUSY and SQLITE_LOCKED with their extended codes
+// (sqlite.org/rescode.html).
+func contention(code string) bool {
+	return strings.HasPrefix(code, "SQLITE_BUSY") || strings.HasPrefix(code, "SQLITE_LOCKED")
 }
 
 // classify is Classify with mattn's import path a parameter, for tests.
@@ -159,11 +167,11 @@ func Lookup(code string) (sr.Class, bool) {
 		return sr.Class{Phase: sr.Unknown, Code: code, Reason: "malformed result code"}, false
 	}
 	if c, ok := byNumber[n]; ok {
-		return c, true
+		return codes.Tag(c, contention), true
 	}
 	if c, ok := byNumber[n&0xff]; ok {
 		c.Reason = "extended code " + itoa(n) + " read as its primary " + c.Code + ": " + c.Reason
-		return c, true
+		return codes.Tag(c, contention), true
 	}
 	return byCode(n), false
 }

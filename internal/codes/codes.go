@@ -67,3 +67,17 @@ func (n Number) Parse(code string) (int64, error) {
 	}
 	return v, nil
 }
+
+// Tag sets the Kind of a retryable verdict: Contention when contention says
+// its code is one of lock contention, Unavailable otherwise. A verdict that
+// is not retryable keeps KindUnknown.
+func Tag(c sr.Class, contention func(code string) bool) sr.Class {
+	switch {
+	case !c.Retryable:
+	case contention(c.Code):
+		c.Kind = sr.Contention
+	default:
+		c.Kind = sr.Unavailable
+	}
+	return c
+}
