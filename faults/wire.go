@@ -101,6 +101,48 @@ const (
 	pgCancelRequest = 80877102 // CancelRequest
 )
 
+// frames is the buffering both protocol parsers share: it collects a
+// connection's bytes and cuts whole messages from them. Chunks may split
+// messages anywhere, so a message is cut only once all of it has arrived.
+type frames struct {
+	buf  []byte
+	skip int // bytes of an oversized message still to discard
+}
+
+// add appends a chunk of the stream, minus what is left of a message being
+// discarded.
+func (f *frames) add(b []byte) {
+	if f.skip > 0 {
+		k := min(f.skip, len(b))
+		f.skip -= k
+		b = b[k:]
+	}
+	f.buf = append(f.buf, b...)
+}
+
+// take cuts the first message, total bytes long, from the buffer, and
+// reports false while it has not all arrived. A message too big to be a
+// COMMIT is discarded unread, without waiting for all of it: take drops
+// what has arrived, skips the rest as it arrives (add) and returns no
+// message.
+func (f *frames) take(total int) (msg []byte, ok bool) {
+	switch {
+	case total > maxParsed && len(f.buf) < total:
+		f.skip = total - len(f.buf)
+		f.buf = nil
+		return nil, false
+	case len(f.buf) < total:
+		return nil, false
+	case total <= maxParsed:
+		msg = f.buf[:total]
+	} // else an oversized message that has all arrived: dropped, msg nil
+	f.buf = f.buf[total:]
+	if len(f.buf) == 0 {
+		f.buf = nil // let a large buffer go
+	}
+	return msg, true
+}
+
 // pgParser follows the PostgreSQL frontend stream: untyped startup-phase
 // messages (length, code), then typed messages (type byte, length). It
 // recognises COMMIT and END in simple Query ('Q') and extended-protocol Parse
@@ -108,8 +150,7 @@ const (
 // ('B', 'E'), since a Parse alone runs nothing. A TLS or GSS-encrypted stream
 // turns it off.
 type pgParser struct {
-	buf     []byte
-	skip    int // bytes of an oversized message still to discard
+	frames
 	startup bool
 	off     bool
 	// The extended protocol's COMMITs: prepared statements whose text is a
@@ -132,87 +173,88 @@ func (p *pgParser) feed(b []byte) int {
 	if p.off {
 		return 0
 	}
-	if p.skip > 0 {
-		k := min(p.skip, len(b))
-		p.skip -= k
-		b = b[k:]
-	}
-	p.buf = append(p.buf, b...)
+	p.add(b)
 	commits := 0
 	for !p.off {
+		msg, ok := p.next()
+		if !ok {
+			break
+		}
+		if msg == nil {
+			continue // too big to be a COMMIT
+		}
 		if p.startup {
-			if len(p.buf) > 0 && p.buf[0] != 0 { // a TLS ClientHello (0x16) or garbage, not a startup length
-				p.off = true
-				break
-			}
-			if len(p.buf) < 8 {
-				break
-			}
-			n := int(binary.BigEndian.Uint32(p.buf[0:4]))
-			if n < 8 || n > 10000 {
-				p.off = true
-				break
-			}
-			if len(p.buf) < n {
-				break
-			}
-			switch binary.BigEndian.Uint32(p.buf[4:8]) {
-			case pgSSLRequest, pgGSSENCRequest, pgCancelRequest:
-				// still in the startup phase: next comes TLS (turning us
-				// off above), or a StartupMessage after the server's 'N'
-			default:
-				p.startup = false
-			}
-			p.buf = p.buf[n:]
-			continue
+			p.startupMessage(msg)
+		} else {
+			commits += p.message(msg[0], msg[5:])
 		}
-		if len(p.buf) < 5 {
-			break
-		}
-		typ := p.buf[0]
-		n := int(binary.BigEndian.Uint32(p.buf[1:5]))
-		if n < 4 {
-			p.off = true
-			break
-		}
-		total := 1 + n
-		if total > maxParsed { // too big to be a COMMIT: discard it unread
-			if len(p.buf) >= total {
-				p.buf = p.buf[total:]
-				continue
-			}
-			p.skip = total - len(p.buf)
-			p.buf = nil
-			break
-		}
-		if len(p.buf) < total {
-			break
-		}
-		body := p.buf[5:total]
-		switch typ {
-		case 'Q': // Query: the statement text, NUL-terminated
-			if isCommit(cstring(body), true) {
-				commits++
-			}
-		case 'P': // Parse: statement name, query text. It runs at Execute.
-			if i := indexNUL(body); i >= 0 {
-				p.mark(&p.stmts, string(body[:i]), isCommit(cstring(body[i+1:]), true))
-			}
-		case 'B': // Bind: portal name, statement name
-			if i := indexNUL(body); i >= 0 {
-				p.mark(&p.portals, string(body[:i]), p.stmts[cstring(body[i+1:])])
-			}
-		case 'E': // Execute: portal name
-			if p.portals[cstring(body)] {
-				commits++
-			}
-		}
-		p.buf = p.buf[total:]
-	}
-	if len(p.buf) == 0 {
-		p.buf = nil // let a large buffer go
 	}
 	return commits
+}
+
+// next cuts the next whole message from the stream. It reports false while
+// none is complete, and turns the parser off at bytes that cannot be the
+// frontend protocol in the clear.
+func (p *pgParser) next() ([]byte, bool) {
+	if p.startup {
+		if len(p.buf) > 0 && p.buf[0] != 0 { // a TLS ClientHello (0x16) or garbage, not a startup length
+			p.off = true
+			return nil, false
+		}
+		if len(p.buf) < 8 {
+			return nil, false
+		}
+		n := int(binary.BigEndian.Uint32(p.buf[0:4]))
+		if n < 8 || n > 10000 {
+			p.off = true
+			return nil, false
+		}
+		return p.take(n)
+	}
+	if len(p.buf) < 5 {
+		return nil, false
+	}
+	n := int(binary.BigEndian.Uint32(p.buf[1:5]))
+	if n < 4 {
+		p.off = true
+		return nil, false
+	}
+	return p.take(1 + n)
+}
+
+// startupMessage reads an untyped message (length, code): the startup phase
+// ends with the StartupMessage.
+func (p *pgParser) startupMessage(msg []byte) {
+	switch binary.BigEndian.Uint32(msg[4:8]) {
+	case pgSSLRequest, pgGSSENCRequest, pgCancelRequest:
+		// still in the startup phase: next comes TLS (turning us
+		// off in next), or a StartupMessage after the server's 'N'
+	default:
+		p.startup = false
+	}
+}
+
+// message reads a typed message and returns the COMMITs it runs.
+func (p *pgParser) message(typ byte, body []byte) (commits int) {
+	switch typ {
+	case 'Q': // Query: the statement text, NUL-terminated
+		if isCommit(cstring(body), true) {
+			return 1
+		}
+	case 'P': // Parse: statement name, query text. It runs at Execute.
+		if i := indexNUL(body); i >= 0 {
+			p.mark(&p.stmts, string(body[:i]), isCommit(cstring(body[i+1:]), true))
+		}
+	case 'B': // Bind: portal name, statement name
+		if i := indexNUL(body); i >= 0 {
+			p.mark(&p.portals, string(body[:i]), p.stmts[cstring(body[i+1:])])
+		}
+	case 'E': // Execute: portal name
+		if p.portals[cstring(body)] {
+			return 1
+		}
+	}
+	return 0
 }
 
 // myParser follows the MySQL client stream: packets of a 3-byte
@@ -220,9 +262,8 @@ func (p *pgParser) feed(b []byte) int {
 // command phase each command is a packet with sequence id 0; COM_QUERY
 // (0x03) carries the statement text. A client that asks for TLS turns it off.
 type myParser struct {
-	buf  []byte
-	skip int
-	off  bool
+	frames
+	off bool
 }
 
 const (
@@ -234,44 +275,32 @@ func (p *myParser) feed(b []byte) int {
 	if p.off {
 		return 0
 	}
-	if p.skip > 0 {
-		k := min(p.skip, len(b))
-		p.skip -= k
-		b = b[k:]
-	}
-	p.buf = append(p.buf, b...)
+	p.add(b)
 	commits := 0
 	for !p.off && len(p.buf) >= 4 {
 		n := int(p.buf[0]) | int(p.buf[1])<<8 | int(p.buf[2])<<16
-		seq := p.buf[3]
-		total := 4 + n
-		if total > maxParsed { // too big to be a COMMIT: discard it unread
-			if len(p.buf) >= total {
-				p.buf = p.buf[total:]
-				continue
-			}
-			p.skip = total - len(p.buf)
-			p.buf = nil
+		pkt, ok := p.take(4 + n)
+		if !ok {
 			break
 		}
-		if len(p.buf) < total {
-			break
+		if pkt != nil {
+			commits += p.packet(pkt[3], pkt[4:])
 		}
-		payload := p.buf[4:total]
-		switch {
-		case seq == 1 && n == 32 && binary.LittleEndian.Uint32(payload[0:4])&myClientSSL != 0:
-			p.off = true // SSLRequest: a TLS handshake follows
-		case seq == 0 && n >= 1 && payload[0] == myComQuery:
-			if isCommit(string(payload[1:]), false) {
-				commits++
-			}
-		}
-		p.buf = p.buf[total:]
-	}
-	if len(p.buf) == 0 {
-		p.buf = nil
 	}
 	return commits
+}
+
+// packet reads one packet and returns the COMMITs it runs.
+func (p *myParser) packet(seq byte, payload []byte) (commits int) {
+	switch {
+	case seq == 1 && len(payload) == 32 && binary.LittleEndian.Uint32(payload[0:4])&myClientSSL != 0:
+		p.off = true // SSLRequest: a TLS handshake follows
+	case seq == 0 && len(payload) >= 1 && payload[0] == myComQuery:
+		if isCommit(string(payload[1:]), false) {
+			return 1
+		}
+	}
+	return 0
 }
 
 func indexNUL(b []byte) int {
