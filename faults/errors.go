@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"cmp"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -120,53 +121,57 @@ var sqliteMessages = map[int]string{
 func EngineError(engine Engine, code string) (error, error) {
 	switch engine {
 	case Postgres, "":
-		if code == "" {
-			code = "40P01"
-		}
-		if len(code) != 5 {
-			return nil, fmt.Errorf("faults: postgres code %q is not a 5-character SQLSTATE", code)
-		}
-		return &pgconn.PgError{Severity: "ERROR", Code: code, Message: "injected server error " + code}, nil
+		return postgresError(cmp.Or(code, "40P01"))
 	case MySQL:
-		if code == "" {
-			code = "1213"
-		}
-		n, err := strconv.ParseUint(code, 10, 16)
-		if err != nil {
-			return nil, fmt.Errorf("faults: mysql code %q is not an error number", code)
-		}
-		e := &mysql.MySQLError{Number: uint16(n), Message: "injected server error " + code}
-		copy(e.SQLState[:], "HY000")
-		if n == 1213 {
-			copy(e.SQLState[:], "40001")
-		}
-		return e, nil
+		return mysqlError(cmp.Or(code, "1213"))
 	case SQLServer:
-		if code == "" {
-			code = "1205"
-		}
-		n, err := strconv.ParseInt(code, 10, 32)
-		if err != nil {
-			return nil, fmt.Errorf("faults: mssql code %q is not an error number", code)
-		}
-		e := mssql.Error{Number: int32(n), Class: 13, Message: "injected server error " + code}
-		e.All = []mssql.Error{e}
-		return e, nil
+		return mssqlError(cmp.Or(code, "1205"))
 	case SQLite:
-		if code == "" {
-			code = "5"
-		}
-		n, err := strconv.Atoi(code)
-		if err != nil {
-			return nil, fmt.Errorf("faults: sqlite code %q is not a result code", code)
-		}
-		msg, ok := sqliteMessages[n]
-		if !ok {
-			msg = "injected server error"
-		}
-		return &SQLiteError{code: n, msg: msg}, nil
+		return sqliteError(cmp.Or(code, "5"))
 	}
 	return nil, fmt.Errorf("faults: unknown Engine %q (want postgres, mysql, mssql or sqlite)", engine)
+}
+
+func postgresError(code string) (error, error) {
+	if len(code) != 5 {
+		return nil, fmt.Errorf("faults: postgres code %q is not a 5-character SQLSTATE", code)
+	}
+	return &pgconn.PgError{Severity: "ERROR", Code: code, Message: "injected server error " + code}, nil
+}
+
+func mysqlError(code string) (error, error) {
+	n, err := strconv.ParseUint(code, 10, 16)
+	if err != nil {
+		return nil, fmt.Errorf("faults: mysql code %q is not an error number", code)
+	}
+	e := &mysql.MySQLError{Number: uint16(n), Message: "injected server error " + code}
+	copy(e.SQLState[:], "HY000")
+	if n == 1213 {
+		copy(e.SQLState[:], "40001")
+	}
+	return e, nil
+}
+
+func mssqlError(code string) (error, error) {
+	n, err := strconv.ParseInt(code, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("faults: mssql code %q is not an error number", code)
+	}
+	e := mssql.Error{Number: int32(n), Class: 13, Message: "injected server error " + code}
+	e.All = []mssql.Error{e}
+	return e, nil
+}
+
+func sqliteError(code string) (error, error) {
+	n, err := strconv.Atoi(code)
+	if err != nil {
+		return nil, fmt.Errorf("faults: sqlite code %q is not a result code", code)
+	}
+	msg, ok := sqliteMessages[n]
+	if !ok {
+		msg = "injected server error"
+	}
+	return &SQLiteError{code: n, msg: msg}, nil
 }
 
 // errFor returns the error the rule's fault gives the caller.
