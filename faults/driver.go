@@ -338,30 +338,12 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 		return nil, driver.ErrSkip // database/sql prepares, and the stmt applies the plan
 	}
 	cl := call{op: OpExec, stmt: query, inTx: c.tx != nil}
-	post, err := c.pre(ctx, cl)
-	if err != nil {
-		return nil, err
-	}
-	var res driver.Result
-	if isEC {
-		res, err = ec.ExecContext(ctx, query, args)
-	} else {
-		var vals []driver.Value
-		if vals, err = namedToValues(args); err == nil {
-			if err = ctx.Err(); err == nil {
-				res, err = e.Exec(query, vals)
-			}
+	return direct(ctx, c, cl, nil, func() (driver.Result, error) {
+		if isEC {
+			return ec.ExecContext(ctx, query, args)
 		}
-	}
-	if errors.Is(err, driver.ErrSkip) {
-		c.skipped = &skippedCall{c: cl, post: post}
-		return nil, err
-	}
-	c.plan.passed(OpExec)
-	if post != nil {
-		return nil, c.post(post, cl)
-	}
-	return res, err
+		return legacy(ctx, args, func(vals []driver.Value) (driver.Result, error) { return e.Exec(query, vals) })
+	})
 }
 
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
@@ -371,31 +353,38 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 		return nil, driver.ErrSkip
 	}
 	cl := call{op: OpQuery, stmt: query, inTx: c.tx != nil}
+	return direct(ctx, c, cl, drainClose, func() (driver.Rows, error) {
+		if isQC {
+			return qc.QueryContext(ctx, query, args)
+		}
+		return legacy(ctx, args, func(vals []driver.Value) (driver.Rows, error) { return q.Query(query, vals) })
+	})
+}
+
+// direct runs an exec or query that the inner connection answers itself,
+// without a prepared statement, under the plan; discard, if set, disposes of
+// what inner returned when a fault after the call replaces it. An inner
+// driver.ErrSkip leaves the decision to the prepared statement database/sql
+// falls back to, so that the call is counted and faulted once.
+func direct[T any](ctx context.Context, c *conn, cl call, discard func(T), inner func() (T, error)) (T, error) {
+	var none T
 	post, err := c.pre(ctx, cl)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
-	var rows driver.Rows
-	if isQC {
-		rows, err = qc.QueryContext(ctx, query, args)
-	} else {
-		var vals []driver.Value
-		if vals, err = namedToValues(args); err == nil {
-			if err = ctx.Err(); err == nil {
-				rows, err = q.Query(query, vals)
-			}
-		}
-	}
+	v, err := inner()
 	if errors.Is(err, driver.ErrSkip) {
 		c.skipped = &skippedCall{c: cl, post: post}
-		return nil, err
+		return none, err
 	}
-	c.plan.passed(OpQuery)
+	c.plan.passed(cl.op)
 	if post != nil {
-		drainClose(rows)
-		return nil, c.post(post, cl)
+		if discard != nil {
+			discard(v)
+		}
+		return none, c.post(post, cl)
 	}
-	return rows, err
+	return v, err
 }
 
 // drainClose reads rows to the end, so a statement with side effects
@@ -411,6 +400,21 @@ func drainClose(rows driver.Rows) {
 		}
 	}
 	rows.Close()
+}
+
+// legacy calls a driver method from before contexts and named parameters
+// the way database/sql does: with positional arguments only, and not once
+// ctx is done.
+func legacy[T any](ctx context.Context, args []driver.NamedValue, call func([]driver.Value) (T, error)) (T, error) {
+	var none T
+	vals, err := namedToValues(args)
+	if err != nil {
+		return none, err
+	}
+	if err := ctx.Err(); err != nil {
+		return none, err
+	}
+	return call(vals)
 }
 
 func namedToValues(args []driver.NamedValue) ([]driver.Value, error) {
@@ -524,54 +528,43 @@ func (s *stmt) Query(args []driver.Value) (driver.Rows, error) {
 }
 
 func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	c := s.conn
-	cl := call{op: OpExec, stmt: s.query, inTx: c.tx != nil}
-	post, err := c.pre(ctx, cl)
-	if err != nil {
-		return nil, err
-	}
-	c.plan.passed(OpExec)
-	var res driver.Result
-	if se, ok := s.inner.(driver.StmtExecContext); ok {
-		res, err = se.ExecContext(ctx, args)
-	} else {
-		var vals []driver.Value
-		if vals, err = namedToValues(args); err == nil {
-			if err = ctx.Err(); err == nil {
-				res, err = s.inner.Exec(vals) //nolint:staticcheck // legacy fallback
-			}
+	cl := call{op: OpExec, stmt: s.query, inTx: s.conn.tx != nil}
+	return prepared(ctx, s.conn, cl, nil, func() (driver.Result, error) {
+		if se, ok := s.inner.(driver.StmtExecContext); ok {
+			return se.ExecContext(ctx, args)
 		}
-	}
-	if post != nil {
-		return nil, c.post(post, cl)
-	}
-	return res, err
+		return legacy(ctx, args, s.inner.Exec) //nolint:staticcheck // legacy fallback
+	})
 }
 
 func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	c := s.conn
-	cl := call{op: OpQuery, stmt: s.query, inTx: c.tx != nil}
+	cl := call{op: OpQuery, stmt: s.query, inTx: s.conn.tx != nil}
+	return prepared(ctx, s.conn, cl, drainClose, func() (driver.Rows, error) {
+		if sq, ok := s.inner.(driver.StmtQueryContext); ok {
+			return sq.QueryContext(ctx, args)
+		}
+		return legacy(ctx, args, s.inner.Query) //nolint:staticcheck // legacy fallback
+	})
+}
+
+// prepared runs an exec or query on an inner prepared statement under the
+// plan; discard, if set, disposes of what inner returned when a fault after
+// the call replaces it.
+func prepared[T any](ctx context.Context, c *conn, cl call, discard func(T), inner func() (T, error)) (T, error) {
+	var none T
 	post, err := c.pre(ctx, cl)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
-	c.plan.passed(OpQuery)
-	var rows driver.Rows
-	if sq, ok := s.inner.(driver.StmtQueryContext); ok {
-		rows, err = sq.QueryContext(ctx, args)
-	} else {
-		var vals []driver.Value
-		if vals, err = namedToValues(args); err == nil {
-			if err = ctx.Err(); err == nil {
-				rows, err = s.inner.Query(vals) //nolint:staticcheck // legacy fallback
-			}
-		}
-	}
+	c.plan.passed(cl.op)
+	v, err := inner()
 	if post != nil {
-		drainClose(rows)
-		return nil, c.post(post, cl)
+		if discard != nil {
+			discard(v)
+		}
+		return none, c.post(post, cl)
 	}
-	return rows, err
+	return v, err
 }
 
 func valuesToNamed(vals []driver.Value) []driver.NamedValue {
