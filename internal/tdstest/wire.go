@@ -337,85 +337,112 @@ func (t *tokens) row(cols []Column, vals []any) error {
 	}
 	t.byte(tokRow)
 	for i, c := range cols {
-		v := vals[i]
-		switch c.Type {
-		case Int, BigInt:
-			if v == nil {
-				t.byte(0)
-				continue
-			}
-			n, ok := asInt64(v)
-			if !ok {
-				return fmt.Errorf("tdstest: column %q (%s): value %v (%T) is not an integer", c.Name, c.Type, v, v)
-			}
-			if c.Type == Int {
-				if n < math.MinInt32 || n > math.MaxInt32 {
-					return fmt.Errorf("tdstest: column %q (int): %d out of range", c.Name, n)
-				}
-				t.byte(4)
-				t.u32(uint32(int32(n)))
-			} else {
-				t.byte(8)
-				t.u64(uint64(n))
-			}
-		case Bit:
-			if v == nil {
-				t.byte(0)
-				continue
-			}
-			b, ok := v.(bool)
-			if !ok {
-				return fmt.Errorf("tdstest: column %q (bit): value %v (%T) is not a bool", c.Name, v, v)
-			}
-			t.byte(1)
-			if b {
-				t.byte(1)
-			} else {
-				t.byte(0)
-			}
-		case Float:
-			if v == nil {
-				t.byte(0)
-				continue
-			}
-			f, ok := v.(float64)
-			if !ok {
-				n, isInt := asInt64(v)
-				if !isInt {
-					return fmt.Errorf("tdstest: column %q (float): value %v (%T) is not a number", c.Name, v, v)
-				}
-				f = float64(n)
-			}
-			t.byte(8)
-			t.u64(math.Float64bits(f))
-		default:
-			if v == nil {
-				t.u16(0xFFFF)
-				continue
-			}
-			var s string
-			switch x := v.(type) {
-			case string:
-				s = x
-			case []byte:
-				s = string(x)
-			case fmt.Stringer:
-				s = x.String()
-			default:
-				if n, ok := asInt64(v); ok {
-					s = strconv.FormatInt(n, 10)
-				} else {
-					s = fmt.Sprint(v)
-				}
-			}
-			u := ucs2(s)
-			if len(u) > 8000 {
-				return fmt.Errorf("tdstest: column %q (nvarchar(4000)): value of %d characters is too long", c.Name, len(u)/2)
-			}
-			t.u16(uint16(len(u)))
-			t.bytes(u)
+		if err := t.value(c, vals[i]); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// value appends one column's value in the form colMetadata declared for
+// it.
+func (t *tokens) value(c Column, v any) error {
+	if v == nil {
+		t.null(c.Type)
+		return nil
+	}
+	switch c.Type {
+	case Int, BigInt:
+		return t.intValue(c, v)
+	case Bit:
+		return t.bitValue(c, v)
+	case Float:
+		return t.floatValue(c, v)
+	}
+	return t.nvarcharValue(c, v)
+}
+
+// null appends a NULL: a zero length, one byte for the BYTELEN types, 0xFFFF
+// for nvarchar's USHORTLEN.
+func (t *tokens) null(typ ColumnType) {
+	switch typ {
+	case Int, BigInt, Bit, Float:
+		t.byte(0)
+	default: // NVarChar
+		t.u16(0xFFFF)
+	}
+}
+
+func (t *tokens) intValue(c Column, v any) error {
+	n, ok := asInt64(v)
+	if !ok {
+		return fmt.Errorf("tdstest: column %q (%s): value %v (%T) is not an integer", c.Name, c.Type, v, v)
+	}
+	if c.Type == BigInt {
+		t.byte(8)
+		t.u64(uint64(n))
+		return nil
+	}
+	if n < math.MinInt32 || n > math.MaxInt32 {
+		return fmt.Errorf("tdstest: column %q (int): %d out of range", c.Name, n)
+	}
+	t.byte(4)
+	t.u32(uint32(int32(n)))
+	return nil
+}
+
+func (t *tokens) bitValue(c Column, v any) error {
+	b, ok := v.(bool)
+	if !ok {
+		return fmt.Errorf("tdstest: column %q (bit): value %v (%T) is not a bool", c.Name, v, v)
+	}
+	t.byte(1)
+	if b {
+		t.byte(1)
+	} else {
+		t.byte(0)
+	}
+	return nil
+}
+
+func (t *tokens) floatValue(c Column, v any) error {
+	f, ok := v.(float64)
+	if !ok {
+		n, isInt := asInt64(v)
+		if !isInt {
+			return fmt.Errorf("tdstest: column %q (float): value %v (%T) is not a number", c.Name, v, v)
+		}
+		f = float64(n)
+	}
+	t.byte(8)
+	t.u64(math.Float64bits(f))
+	return nil
+}
+
+// nvarcharValue appends v as text: strings and bytes as they are, anything
+// else as it prints.
+func (t *tokens) nvarcharValue(c Column, v any) error {
+	var s string
+	switch x := v.(type) {
+	case string:
+		s = x
+	case []byte:
+		s = string(x)
+	case fmt.Stringer:
+		s = x.String()
+	default:
+		if n, ok := asInt64(v); ok {
+			s = strconv.FormatInt(n, 10)
+		} else {
+			s = fmt.Sprint(v)
+		}
+	}
+	u := ucs2(s)
+	if len(u) > 8000 {
+		return fmt.Errorf("tdstest: column %q (nvarchar(4000)): value of %d characters is too long", c.Name, len(u)/2)
+	}
+	t.u16(uint16(len(u)))
+	t.bytes(u)
 	return nil
 }
 
@@ -697,37 +724,7 @@ func (r *reader) paramValue() any {
 		return r.take(8)
 	case typeIntN, typeBitN, typeFltN, typeMoneyN, typeDateTimeN, typeGUID,
 		typeChar, typeVarChar, typeBinary, typeVarBinary:
-		_ = r.u8() // max length
-		n := int(r.u8())
-		v := r.take(n)
-		if r.err != nil || n == 0 {
-			return nil
-		}
-		switch typ {
-		case typeIntN:
-			switch n {
-			case 1:
-				return int64(v[0])
-			case 2:
-				return int64(int16(binary.LittleEndian.Uint16(v)))
-			case 4:
-				return int64(int32(binary.LittleEndian.Uint32(v)))
-			case 8:
-				return int64(binary.LittleEndian.Uint64(v))
-			}
-		case typeBitN:
-			return v[0] != 0
-		case typeFltN:
-			switch n {
-			case 4:
-				return float64(math.Float32frombits(binary.LittleEndian.Uint32(v)))
-			case 8:
-				return math.Float64frombits(binary.LittleEndian.Uint64(v))
-			}
-		case typeChar, typeVarChar:
-			return string(v)
-		}
-		return append([]byte(nil), v...)
+		return r.byteLenValue(typ)
 	case typeDecimal, typeNumeric, typeDecimalN, typeNumericN:
 		_ = r.u8() // length
 		_ = r.u8() // precision
@@ -742,41 +739,85 @@ func (r *reader) paramValue() any {
 		n := int(r.u8())
 		return r.take(n)
 	case typeBigVarBin, typeBigVarChar, typeBigBinary, typeBigChar, typeNVarChar, typeNChar:
-		max := r.u16()
-		if typ == typeBigVarChar || typ == typeBigChar || typ == typeNVarChar || typ == typeNChar {
-			_ = r.take(5) // collation
-		}
-		var v []byte
-		if max == 0xFFFF {
-			var null bool
-			v, null = r.plp()
-			if null {
-				return nil
-			}
-		} else {
-			n := r.u16()
-			if n == 0xFFFF {
-				return nil
-			}
-			v = r.take(int(n))
-		}
-		if r.err != nil {
-			return nil
-		}
-		switch typ {
-		case typeNVarChar, typeNChar:
-			s, err := fromUCS2(v)
-			if err != nil {
-				r.err = err
-			}
-			return s
-		case typeBigVarChar, typeBigChar:
-			return string(v)
-		}
-		return append([]byte(nil), v...)
+		return r.ushortLenValue(typ)
 	}
 	r.err = protoErr("parameter type 0x%02X not decoded", typ)
 	return nil
+}
+
+// byteLenValue reads the rest of a BYTELEN type's TYPE_INFO (its maximum
+// length) and its value: a length byte and the bytes.
+func (r *reader) byteLenValue(typ byte) any {
+	_ = r.u8() // max length
+	n := int(r.u8())
+	v := r.take(n)
+	if r.err != nil || n == 0 {
+		return nil
+	}
+	switch typ {
+	case typeIntN:
+		switch n {
+		case 1:
+			return int64(v[0])
+		case 2:
+			return int64(int16(binary.LittleEndian.Uint16(v)))
+		case 4:
+			return int64(int32(binary.LittleEndian.Uint32(v)))
+		case 8:
+			return int64(binary.LittleEndian.Uint64(v))
+		}
+	case typeBitN:
+		return v[0] != 0
+	case typeFltN:
+		switch n {
+		case 4:
+			return float64(math.Float32frombits(binary.LittleEndian.Uint32(v)))
+		case 8:
+			return math.Float64frombits(binary.LittleEndian.Uint64(v))
+		}
+	case typeChar, typeVarChar:
+		return string(v)
+	}
+	return append([]byte(nil), v...)
+}
+
+// ushortLenValue reads the rest of a USHORTLEN type's TYPE_INFO (its maximum
+// length and, for text, its collation) and its value: a 2-byte length and
+// the bytes, or for a (MAX) type a PLP value.
+func (r *reader) ushortLenValue(typ byte) any {
+	max := r.u16()
+	text := typ == typeBigVarChar || typ == typeBigChar || typ == typeNVarChar || typ == typeNChar
+	if text {
+		_ = r.take(5) // collation
+	}
+	var v []byte
+	if max == 0xFFFF {
+		var null bool
+		v, null = r.plp()
+		if null {
+			return nil
+		}
+	} else {
+		n := r.u16()
+		if n == 0xFFFF {
+			return nil
+		}
+		v = r.take(int(n))
+	}
+	if r.err != nil {
+		return nil
+	}
+	switch typ {
+	case typeNVarChar, typeNChar:
+		s, err := fromUCS2(v)
+		if err != nil {
+			r.err = err
+		}
+		return s
+	case typeBigVarChar, typeBigChar:
+		return string(v)
+	}
+	return append([]byte(nil), v...)
 }
 
 // plp reads a partially length-prefixed value, [MS-TDS] 2.2.5.2.3.
