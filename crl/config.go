@@ -14,8 +14,9 @@ func errorf(format string, a ...any) error {
 // properties give it. The zero value is valid: no statement rules, the
 // built-in connection list, and the driver's connect defaults.
 type Config struct {
-	// Engine says which codes the rules name. The zero value is SQLServer.
-	Engine Engine
+	// Syntax says how the rules write error codes: Numbers (SQL Server,
+	// MySQL; the zero value) or SQLState (PostgreSQL, CockroachDB).
+	Syntax Syntax
 	// Exec is the retryExec value; "" for none.
 	Exec string
 	// Conn is the retryConn value; "" for none (the built-in list).
@@ -51,12 +52,12 @@ func (c Config) Validate() error {
 // Schedules validates c and returns its statement and connect schedules.
 func (c Config) Schedules() (*ExecSchedule, *ConnSchedule, error) {
 	switch {
-	case c.Engine > PostgreSQL:
-		return nil, nil, errorf("Config.Engine %v is not an engine", c.Engine)
+	case c.Syntax > SQLState:
+		return nil, nil, errorf("Config.Syntax %v is not a code syntax", c.Syntax)
 	case c.FilterMode > FilterVerb:
 		return nil, nil, errorf("Config.FilterMode %v is not a filter mode", c.FilterMode)
 	}
-	x, err := c.Engine.ParseExec(c.Exec)
+	x, err := c.Syntax.ParseExec(c.Exec)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -65,7 +66,7 @@ func (c Config) Schedules() (*ExecSchedule, *ConnSchedule, error) {
 			return nil, nil, err
 		}
 	}
-	cn, err := c.Engine.ParseConn(c.Conn)
+	cn, err := c.Syntax.ParseConn(c.Conn)
 	if err != nil {
 		return nil, nil, err
 	}

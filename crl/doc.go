@@ -139,8 +139,8 @@
 //   - A filter that does not match stops the retries (the error is returned).
 //     The driver's loop neither retries nor rethrows in that case.
 //   - Error "numbers" may be SQLSTATE codes ("40001,40P01:3,1*2") with the
-//     [PostgreSQL] engine, for PostgreSQL and CockroachDB classifiers. SQL
-//     Server stays numbers only.
+//     [SQLState] syntax, for PostgreSQL and CockroachDB classifiers; the
+//     [Numbers] syntax (the zero value) serves SQL Server and MySQL.
 //   - A statement rule never replays a statement inside an explicit
 //     transaction; the driver does, outside the transaction it was in.
 //   - Rules compose with the engine: the budget, the breaker and the caller's

@@ -9,7 +9,7 @@ import (
 // an operator can look them up in the driver's documentation.
 const (
 	// KeyInvalidParameterNumber: a token is not a number where an error
-	// number or a timing was expected (SQLSTATE code with [PostgreSQL]), or
+	// number or a timing was expected (SQLSTATE code with [SQLState]), or
 	// the timings section has more than one comma.
 	KeyInvalidParameterNumber = "R_invalidParameterNumber"
 	// KeyInvalidRuleFormat: a rule has more than three sections, or a shape

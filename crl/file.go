@@ -78,7 +78,7 @@ func readProperties(text string) (exec, conn []propLine, err error) {
 //
 // Values set in code win: a non-empty Config.Exec or Config.Conn is used
 // instead of the file's lines for that property. The Config's other fields
-// (engine, filter mode, timeouts) apply to the file's rules too.
+// (code syntax, filter mode, timeouts) apply to the file's rules too.
 //
 // A File is safe for concurrent use; between checks a decision takes no lock.
 type File struct {
@@ -129,8 +129,8 @@ func NewFile(path string, c Config, now func() time.Time) (*File, error) {
 	if _, _, err = c.Schedules(); err != nil {
 		return nil, err
 	}
-	f.codeExec, _ = c.Engine.ParseExec(c.Exec)
-	f.codeConn, _ = c.Engine.ParseConn(c.Conn)
+	f.codeExec, _ = c.Syntax.ParseExec(c.Exec)
+	f.codeConn, _ = c.Syntax.ParseConn(c.Conn)
 	t := now()
 	st, err := f.look(t, nil)
 	if err != nil {
@@ -173,9 +173,9 @@ func (f *File) build(t time.Time, text string, mod time.Time, exists bool) (*fil
 	c := f.code
 	x := f.codeExec
 	if c.Exec == "" {
-		x = Exec{engine: c.Engine}
+		x = Exec{syntax: c.Syntax}
 		for _, l := range xl {
-			lx, err := c.Engine.ParseExec(l.value)
+			lx, err := c.Syntax.ParseExec(l.value)
 			if err == nil && c.QueryTimeout > 0 {
 				err = lx.CheckQueryTimeout(c.QueryTimeout)
 			}
@@ -187,10 +187,10 @@ func (f *File) build(t time.Time, text string, mod time.Time, exists bool) (*fil
 	}
 	cn := f.codeConn
 	if c.Conn == "" {
-		cn = Conn{engine: c.Engine}
+		cn = Conn{syntax: c.Syntax}
 		cn.finish()
 		for _, l := range cl {
-			lc, err := c.Engine.ParseConn(l.value)
+			lc, err := c.Syntax.ParseConn(l.value)
 			if err != nil {
 				return nil, errorf("%s:%d: retryConn: %w", f.path, l.n, err)
 			}

@@ -20,9 +20,9 @@ func FuzzParseExec(f *testing.F) {
 		f.Add(s, false)
 	}
 	f.Fuzz(func(t *testing.T, s string, pg bool) {
-		e := SQLServer
+		e := Numbers
 		if pg {
-			e = PostgreSQL
+			e = SQLState
 		}
 		x, err := e.ParseExec(s)
 		if err != nil {
@@ -60,9 +60,9 @@ func FuzzParseConn(f *testing.F) {
 		f.Add(s, false)
 	}
 	f.Fuzz(func(t *testing.T, s string, pg bool) {
-		e := SQLServer
+		e := Numbers
 		if pg {
-			e = PostgreSQL
+			e = SQLState
 		}
 		c, err := e.ParseConn(s)
 		if err != nil {

@@ -17,40 +17,44 @@ const (
 	MaxWait = 24 * time.Hour
 )
 
-// Engine says which error codes a rule may name.
-type Engine uint8
+// Syntax says how a rule writes an error code: it must match the codes the
+// Policy's classifier reports (Class.Code).
+type Syntax uint8
 
 const (
-	// SQLServer rules name SQL Server error numbers: decimal integers, as
-	// in the JDBC driver. The zero value.
-	SQLServer Engine = iota
-	// PostgreSQL rules name five-character SQLSTATE codes ("40001,40P01"),
-	// as PostgreSQL and CockroachDB report them; use it with the postgres
-	// package's classifier. Codes are matched upper-cased.
-	PostgreSQL
+	// Numbers rules name decimal error numbers ("1205,1222"), as in the
+	// JDBC driver: SQL Server's numbers (package mssql), MySQL's and
+	// MariaDB's (package mysql). The zero value. The built-in connection
+	// list ([Builtin]) and the authentication failures ([NeverRetried]) of
+	// this syntax are SQL Server's, the JDBC driver's: with MySQL, write a
+	// retryConn value in replace mode (no "+").
+	Numbers Syntax = iota
+	// SQLState rules name five-character SQLSTATE codes ("40001,40P01"),
+	// as PostgreSQL and CockroachDB report them (package postgres). Codes
+	// are matched upper-cased.
+	SQLState
 )
 
-// String returns "sqlserver" or "postgres".
-func (e Engine) String() string {
-	switch e {
-	case SQLServer:
-		return "sqlserver"
-	case PostgreSQL:
-		return "postgres"
+// String returns "numbers" or "sqlstate".
+func (s Syntax) String() string {
+	switch s {
+	case Numbers:
+		return "numbers"
+	case SQLState:
+		return "sqlstate"
 	}
-	return "Engine(" + strconv.Itoa(int(e)) + ")"
+	return "Syntax(" + strconv.Itoa(int(s)) + ")"
 }
 
-// ParseEngine is the inverse of [Engine.String]; it also accepts
-// "mssql", "postgresql" and "cockroachdb".
-func ParseEngine(s string) (Engine, error) {
+// ParseSyntax is the inverse of [Syntax.String], ignoring case.
+func ParseSyntax(s string) (Syntax, error) {
 	switch strings.ToLower(s) {
-	case "sqlserver", "mssql":
-		return SQLServer, nil
-	case "postgres", "postgresql", "cockroachdb", "crdb":
-		return PostgreSQL, nil
+	case "numbers":
+		return Numbers, nil
+	case "sqlstate":
+		return SQLState, nil
 	}
-	return 0, errors.New("crl: unknown engine " + strconv.Quote(s) + " (want sqlserver or postgres)")
+	return 0, errors.New("crl: unknown code syntax " + strconv.Quote(s) + " (want numbers or sqlstate)")
 }
 
 // FilterMode says how a statement rule's query filter is matched against
@@ -102,7 +106,7 @@ type Entry struct {
 // rules. An Exec is immutable and safe for concurrent use; it belongs to
 // whoever holds it (there is no process-wide rule set).
 type Exec struct {
-	engine  Engine
+	syntax  Syntax
 	rules   []execRule     // as written, for String
 	entries []Entry        // one per error code, in order of first mention
 	index   map[string]int // error code → entries index
@@ -118,26 +122,28 @@ type execRule struct {
 	timings         span // the timings section as written
 }
 
-// ParseExec parses a retryExec value for SQL Server error numbers:
+// ParseExec parses a retryExec value whose rules name error numbers
+// ([Numbers]: SQL Server, MySQL):
 //
 //	errors:retryCount[,initialRetryTime[op retryChange]][:queryFilter]
 //
 // with rules separated by ";", each optionally wrapped in {…}, and the whole
 // list too. See the package documentation for the language. The error is an
 // [*Error].
-func ParseExec(s string) (Exec, error) { return SQLServer.ParseExec(s) }
+func ParseExec(s string) (Exec, error) { return Numbers.ParseExec(s) }
 
-// ParseConn parses a retryConn value for SQL Server error numbers:
+// ParseConn parses a retryConn value whose rules name error numbers
+// ([Numbers]):
 // [+]errors, rules separated by ";". The error is an [*Error].
-func ParseConn(s string) (Conn, error) { return SQLServer.ParseConn(s) }
+func ParseConn(s string) (Conn, error) { return Numbers.ParseConn(s) }
 
 // ParseExec parses a retryExec value whose rules name e's error codes.
-func (e Engine) ParseExec(s string) (Exec, error) {
+func (e Syntax) ParseExec(s string) (Exec, error) {
 	pieces, err := splitRules(s)
 	if err != nil {
 		return Exec{}, err
 	}
-	x := Exec{engine: e}
+	x := Exec{syntax: e}
 	for _, p := range pieces {
 		r, err := e.parseExecRule(p)
 		if err != nil {
@@ -209,8 +215,8 @@ func (x Exec) Lookup(code string) (Entry, bool) {
 	return x.entries[i], true
 }
 
-// Engine returns the engine whose codes the rules name.
-func (x Exec) Engine() Engine { return x.engine }
+// Syntax returns how the rules write error codes.
+func (x Exec) Syntax() Syntax { return x.syntax }
 
 // Len returns the number of error codes with a rule.
 func (x Exec) Len() int { return len(x.entries) }
@@ -274,7 +280,7 @@ func (r execRule) String() string {
 	return b.String()
 }
 
-func (e Engine) parseExecRule(p piece) (execRule, error) {
+func (e Syntax) parseExecRule(p piece) (execRule, error) {
 	secs := split(p.span, ':')
 	switch {
 	case len(secs) > 3:
@@ -372,7 +378,7 @@ func parseFilter(sp span, rule int) ([]string, error) {
 }
 
 // parseCodes parses a comma-separated list of error codes.
-func (e Engine) parseCodes(sp span, rule int) ([]string, error) {
+func (e Syntax) parseCodes(sp span, rule int) ([]string, error) {
 	var out []string
 	for _, it := range split(sp, ',') {
 		code, err := e.parseCode(trim(it), rule)
@@ -386,8 +392,8 @@ func (e Engine) parseCodes(sp span, rule int) ([]string, error) {
 	return out, nil
 }
 
-func (e Engine) parseCode(it span, rule int) (string, error) {
-	if e == PostgreSQL {
+func (e Syntax) parseCode(it span, rule int) (string, error) {
+	if e == SQLState {
 		ok := len(it.text) == 5
 		for i := 0; ok && i < 5; i++ {
 			c := it.text[i]
@@ -433,7 +439,7 @@ func number(sp span, rule int, what string) (int, error) {
 // has no rules: the built-in list applies. A Conn is immutable and safe for
 // concurrent use.
 type Conn struct {
-	engine    Engine
+	syntax    Syntax
 	rules     []connRule
 	replace   bool
 	errs      []string
@@ -466,12 +472,12 @@ func (m ConnMode) String() string {
 }
 
 // ParseConn parses a retryConn value whose rules name e's error codes.
-func (e Engine) ParseConn(s string) (Conn, error) {
+func (e Syntax) ParseConn(s string) (Conn, error) {
 	pieces, err := splitRules(s)
 	if err != nil {
 		return Conn{}, err
 	}
-	c := Conn{engine: e}
+	c := Conn{syntax: e}
 	for _, p := range pieces {
 		secs := split(p.span, ':')
 		if len(secs) > 3 {
@@ -519,7 +525,7 @@ func (c *Conn) finish() {
 // merge returns the rules of x followed by those of y, as if their values
 // had been joined with ";".
 func (x Exec) merge(y Exec) Exec {
-	out := Exec{engine: x.engine}
+	out := Exec{syntax: x.syntax}
 	for _, r := range x.rules {
 		out.add(r)
 	}
@@ -530,7 +536,7 @@ func (x Exec) merge(y Exec) Exec {
 }
 
 func (c Conn) merge(d Conn) Conn {
-	out := Conn{engine: c.engine}
+	out := Conn{syntax: c.syntax}
 	for _, r := range c.rules {
 		out.add(r)
 	}
@@ -549,8 +555,8 @@ func (c Conn) Mode() ConnMode {
 	return Append
 }
 
-// Engine returns the engine whose codes the rules name.
-func (c Conn) Engine() Engine { return c.engine }
+// Syntax returns how the rules write error codes.
+func (c Conn) Syntax() Syntax { return c.syntax }
 
 // Errors returns the codes the rules name, in order of first mention.
 func (c Conn) Errors() []string { return slices.Clone(c.errs) }
@@ -563,7 +569,7 @@ func (c Conn) Effective() []string {
 	if c.replace {
 		return slices.Clone(c.errs)
 	}
-	out := Builtin(c.engine)
+	out := Builtin(c.syntax)
 	for _, code := range c.errs {
 		if !slices.Contains(out, code) {
 			out = append(out, code)
@@ -575,7 +581,7 @@ func (c Conn) Effective() []string {
 // Retries reports whether code is in the effective list.
 func (c Conn) Retries(code string) bool {
 	if c.effective == nil { // the zero Conn
-		return slices.Contains(builtin(c.engine), code)
+		return slices.Contains(builtin(c.syntax), code)
 	}
 	return c.effective[code]
 }
@@ -621,29 +627,30 @@ var (
 	postgresAuth  = []string{"28000", "28P01"}
 )
 
-func builtin(e Engine) []string {
-	if e == PostgreSQL {
+func builtin(e Syntax) []string {
+	if e == SQLState {
 		return postgresBuiltin
 	}
 	return sqlServerBuiltin
 }
 
 // Builtin returns a copy of e's built-in list of transient connection
-// errors: for SQL Server, the JDBC driver's TransientError list.
-func Builtin(e Engine) []string { return slices.Clone(builtin(e)) }
+// errors: for Numbers, the JDBC driver's SQL Server TransientError list;
+// for SQLState, PostgreSQL's connection-time transient SQLSTATEs.
+func Builtin(e Syntax) []string { return slices.Clone(builtin(e)) }
 
 // NeverRetried returns a copy of the authentication failures that a connect
 // schedule never retries, whatever the rules say: a wrong password does not
 // heal, and each retry counts toward the server's account lockout threshold.
-func NeverRetried(e Engine) []string {
-	if e == PostgreSQL {
+func NeverRetried(e Syntax) []string {
+	if e == SQLState {
 		return slices.Clone(postgresAuth)
 	}
 	return slices.Clone(sqlServerAuth)
 }
 
-func isAuth(e Engine, code string) bool {
-	if e == PostgreSQL {
+func isAuth(e Syntax, code string) bool {
+	if e == SQLState {
 		return strings.HasPrefix(code, "28")
 	}
 	return slices.Contains(sqlServerAuth, code)

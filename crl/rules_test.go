@@ -113,7 +113,7 @@ func TestParseExecExamples(t *testing.T) {
 }
 
 func TestParseExecSQLState(t *testing.T) {
-	x, err := PostgreSQL.ParseExec("40001,40p01:3,1*2")
+	x, err := SQLState.ParseExec("40001,40p01:3,1*2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,8 +127,8 @@ func TestParseExecSQLState(t *testing.T) {
 	if _, err := ParseExec("40P01:3"); err == nil {
 		t.Errorf("SQL Server ParseExec(40P01:3): no error, want R_invalidParameterNumber")
 	}
-	if _, err := PostgreSQL.ParseExec("1205:3"); err == nil {
-		t.Errorf("PostgreSQL.ParseExec(1205:3): no error, want R_invalidParameterNumber")
+	if _, err := SQLState.ParseExec("1205:3"); err == nil {
+		t.Errorf("SQLState.ParseExec(1205:3): no error, want R_invalidParameterNumber")
 	}
 }
 
@@ -229,7 +229,7 @@ func TestCheckQueryTimeout(t *testing.T) {
 }
 
 func TestParseConn(t *testing.T) {
-	builtin := Builtin(SQLServer)
+	builtin := Builtin(Numbers)
 	tests := []struct {
 		rules     string
 		mode      ConnMode
@@ -238,8 +238,8 @@ func TestParseConn(t *testing.T) {
 	}{
 		{"", Append, nil, builtin},
 		{"{+4060}", Append, []string{"4060"}, builtin},
-		{"+18456", Append, []string{"18456"}, append(Builtin(SQLServer), "18456")},
-		{"{+50000,50001}", Append, []string{"50000", "50001"}, append(Builtin(SQLServer), "50000", "50001")},
+		{"+18456", Append, []string{"18456"}, append(Builtin(Numbers), "18456")},
+		{"{+50000,50001}", Append, []string{"50000", "50001"}, append(Builtin(Numbers), "50000", "50001")},
 		{"{4060}", Replace, []string{"4060"}, []string{"4060"}},
 		{"{+4060};{40143}", Replace, []string{"4060", "40143"}, []string{"4060", "40143"}},
 		{"{+4060};{+40143}", Append, []string{"4060", "40143"}, builtin},
@@ -261,7 +261,7 @@ func TestParseConn(t *testing.T) {
 		}
 	}
 	if len(builtin) != 20 {
-		t.Errorf("len(Builtin(SQLServer)) = %d, want the JDBC driver's 20", len(builtin))
+		t.Errorf("len(Builtin(Numbers)) = %d, want the JDBC driver's 20", len(builtin))
 	}
 	var zero Conn
 	if !zero.Retries("40613") || zero.Retries("1205") {

@@ -285,9 +285,9 @@ func (s *ConnSchedule) decide(f sqlretry.Failure, why bool) (sqlretry.Decision, 
 	}
 	code := f.Class.Code
 	switch {
-	case isAuth(s.conn.engine, code):
+	case isAuth(s.conn.syntax, code):
 		return sqlretry.Stop, 0, reason(why, "error %s is an authentication failure: never retried (it does not heal, and retries count toward account lockout)", code)
-	case nameable(s.conn.engine, code):
+	case nameable(s.conn.syntax, code):
 		if !s.conn.Retries(code) {
 			return sqlretry.Stop, 0, reason(why, "error %s is not in the %s list of transient connection errors", code, s.conn.Mode())
 		}
@@ -305,11 +305,11 @@ func (s *ConnSchedule) decide(f sqlretry.Failure, why bool) (sqlretry.Decision, 
 }
 
 // nameable reports whether the rule language can name code.
-func nameable(e Engine, code string) bool {
+func nameable(e Syntax, code string) bool {
 	if code == "" {
 		return false
 	}
-	if e == PostgreSQL {
+	if e == SQLState {
 		if len(code) != 5 {
 			return false
 		}

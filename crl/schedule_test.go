@@ -133,7 +133,7 @@ func TestConnScheduleDecide(t *testing.T) {
 }
 
 func TestConnSchedulePostgres(t *testing.T) {
-	c, err := PostgreSQL.ParseConn("+55P03")
+	c, err := SQLState.ParseConn("+55P03")
 	if err != nil {
 		t.Fatal(err)
 	}

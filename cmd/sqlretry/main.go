@@ -8,6 +8,14 @@
 //
 // Every subcommand takes --json, writes one JSON document to standard output,
 // and exits 0 on success, 1 when a check it ran failed, 2 on bad input.
+//
+// --engine takes the same names in every subcommand: sqlserver (mssql),
+// postgres (postgresql, pg), cockroach (cockroachdb, crdb), mysql (mariadb)
+// and sqlite (sqlite3); chaos drives sqlite, postgres and mysql.
+//
+// The command is a module of its own (github.com/sqlretry/sqlretry/cmd/sqlretry),
+// so that its plotting and terminal dependencies never reach a program that
+// imports only the library; go.work at the repository root joins the two.
 package main
 
 import (

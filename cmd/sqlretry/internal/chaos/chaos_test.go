@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqlretry/sqlretry/cmd/sqlretry/internal/engine"
 	"github.com/sqlretry/sqlretry/faults"
 )
 
@@ -94,8 +95,9 @@ func TestConfigErrorsNameTheFlag(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{Config{Engine: "oracle"}, "--engine"},
-		{Config{Engine: Postgres}, "--dsn"},
+		{Config{Engine: engine.Engine(99)}, "--engine"},
+		{Config{Engine: engine.SQLServer, DSN: "sqlserver://x"}, "--engine"},
+		{Config{Engine: engine.Postgres}, "--dsn"},
 		{Config{Duration: -time.Second}, "--duration"},
 		{Config{Duration: math.MaxInt64/4 + 1}, "--duration"},
 		{Config{Duration: MaxDuration + 1}, "--duration"},
@@ -104,19 +106,21 @@ func TestConfigErrorsNameTheFlag(t *testing.T) {
 		{Config{Duration: 2 * time.Second, Outages: []Outage{{Offset: time.Second, Length: 2 * time.Second}}}, "--outage"},
 		{Config{Policy: PolicyConfig{Rules: "1205:x"}}, "--rules"},
 		{Config{Policy: PolicyConfig{BaseDelay: time.Second, MaxDelay: time.Millisecond}}, "--max-delay"},
+		{Config{Policy: PolicyConfig{BaseDelay: -time.Second}}, "--base-delay"},
+		{Config{Policy: PolicyConfig{CommandTimeout: -time.Second}}, "--command-timeout"},
 	}
 	for _, c := range cases {
-		_, err := c.cfg.withDefaults()
+		err := c.cfg.Validate()
 		var ie *InputError
 		if !errors.As(err, &ie) || ie.What != c.want {
-			t.Errorf("withDefaults(%+v): got %v, want an *InputError naming %s", c.cfg, err, c.want)
+			t.Errorf("Validate(%+v): got %v, want an *InputError naming %s", c.cfg, err, c.want)
 		}
 	}
-	got, err := Config{}.withDefaults()
-	if err != nil {
+	if err := (Config{}).Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if got.Engine != SQLite || got.Duration != 20*time.Second || got.Workers != 8 || got.FaultRate != 0.02 ||
+	got := Config{}.WithDefaults()
+	if got.Engine != engine.SQLite || got.Duration != 20*time.Second || got.Workers != 8 || got.FaultRate != 0.02 ||
 		len(got.Outages) != 1 || got.Seed != 1 || got.Policy.CommandTimeout != DefaultCommandTimeout {
 		t.Errorf("defaults: got %+v", got)
 	}

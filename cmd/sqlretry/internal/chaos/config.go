@@ -9,56 +9,37 @@ import (
 	"time"
 
 	"github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/cmd/sqlretry/internal/engine"
 	"github.com/sqlretry/sqlretry/crl"
 	"github.com/sqlretry/sqlretry/faults"
-	"github.com/sqlretry/sqlretry/mysql"
-	"github.com/sqlretry/sqlretry/postgres"
-	"github.com/sqlretry/sqlretry/sqlite"
 	"github.com/sqlretry/sqlretry/taskstore"
 )
 
-// Engine names the database a run drives.
-type Engine string
+// Engines are the engines a run can drive: SQLite (modernc.org/sqlite; a
+// temporary file unless DSN names one), PostgreSQL (pgx) and MySQL or
+// MariaDB (go-sql-driver/mysql); the last two need a DSN.
+var Engines = []engine.Engine{engine.SQLite, engine.Postgres, engine.MySQL}
 
-// The engines a run can drive.
-const (
-	SQLite   Engine = "sqlite"   // modernc.org/sqlite; a temporary file unless DSN names one
-	Postgres Engine = "postgres" // pgx; DSN required
-	MySQL    Engine = "mysql"    // go-sql-driver/mysql against MariaDB or MySQL; DSN required
-)
-
-// ParseEngine parses "sqlite", "postgres" (or "postgresql", "pg") and
-// "mysql" (or "mariadb").
-func ParseEngine(s string) (Engine, error) {
-	switch strings.ToLower(s) {
-	case "sqlite", "sqlite3":
-		return SQLite, nil
-	case "postgres", "postgresql", "pg":
-		return Postgres, nil
-	case "mysql", "mariadb":
-		return MySQL, nil
+// EngineOf reads the engine from a DSN: a PostgreSQL URL or key=value DSN,
+// a go-sql-driver MySQL DSN, else (an SQLite file, or none) SQLite.
+func EngineOf(dsn string) engine.Engine {
+	switch {
+	case strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") || strings.Contains(dsn, "host="):
+		return engine.Postgres
+	case strings.Contains(dsn, "@tcp(") || strings.Contains(dsn, "@unix("):
+		return engine.MySQL
 	}
-	return "", fmt.Errorf("unknown engine %q (want sqlite, postgres or mysql)", s)
+	return engine.SQLite
 }
 
-func (e Engine) dialect() taskstore.Dialect {
+func dialect(e engine.Engine) taskstore.Dialect {
 	switch e {
-	case Postgres:
+	case engine.Postgres:
 		return taskstore.Postgres
-	case MySQL:
+	case engine.MySQL:
 		return taskstore.MariaDB
 	}
 	return taskstore.SQLite
-}
-
-func (e Engine) classifier() sqlretry.Classifier {
-	switch e {
-	case Postgres:
-		return postgres.Classifier
-	case MySQL:
-		return mysql.Classifier
-	}
-	return sqlite.Classifier
 }
 
 // An Outage is a window during which the database is unreachable: every
@@ -122,13 +103,14 @@ func ParseKinds(s string) ([]faults.Kind, error) {
 }
 
 // PolicyConfig is the retry policy under test: the command's policy flags.
+// Zero fields take sqlretry.Config's defaults ([sqlretry.Config.WithDefaults]).
 type PolicyConfig struct {
-	MaxRetries     int           // 0: the library's default, 3; negative: no retries
-	BaseDelay      time.Duration // 0: the library's default, 100 ms
-	MaxDelay       time.Duration // 0: the library's default, 5 s
+	MaxRetries     int           // 0: the library's default; negative: no retries
+	BaseDelay      time.Duration // 0: the library's default
+	MaxDelay       time.Duration // 0: the library's default
 	CommandTimeout time.Duration // 0: DefaultCommandTimeout (hang faults need one)
 	NoBudget       bool          // disable the retry budget
-	Rules          string        // retryExec rules (package crl), "" for none
+	Rules          string        // retryExec rules (package crl) in the engine's code syntax, "" for none
 }
 
 // MaxDuration is the longest run: a run's leases last 4 × its duration,
@@ -143,7 +125,9 @@ const DefaultCommandTimeout = time.Second
 // scenario: 20 s on a temporary SQLite database, 8 workers, a 2% fault rate
 // per kind and one outage in the middle.
 type Config struct {
-	Engine Engine // "" means SQLite
+	// Engine is one of [Engines]. The zero value means the engine the DSN
+	// names ([EngineOf]): SQLite without one.
+	Engine engine.Engine
 	// DSN is the database to run against. Required for PostgreSQL and MySQL;
 	// for SQLite, "" means a temporary file removed afterwards. The run
 	// creates its tables in a schema (PostgreSQL) or database (MySQL) of its
@@ -174,36 +158,18 @@ type Config struct {
 	SampleEvery time.Duration // 0: 100 ms
 }
 
-// withDefaults returns c with its defaults filled in, or an error naming
-// the first bad field.
-func (c Config) withDefaults() (Config, error) {
-	if c.Engine == "" {
-		c.Engine = SQLite
+// WithDefaults returns c with every zero field that has a default set to it.
+func (c Config) WithDefaults() Config {
+	if c.Engine == 0 {
+		c.Engine = EngineOf(c.DSN)
 	}
-	if _, err := ParseEngine(string(c.Engine)); err != nil {
-		return c, inputErr("--engine", err)
-	}
-	if c.DSN == "" && c.Engine != SQLite {
-		return c, inputErr("--dsn", fmt.Errorf("engine %s needs a DSN", c.Engine))
-	}
-	switch {
-	case c.Duration < 0:
-		return c, inputErr("--duration", errors.New("must be > 0"))
-	case c.Duration == 0:
+	if c.Duration == 0 {
 		c.Duration = 20 * time.Second
-	case c.Duration > MaxDuration:
-		// Leases are sized from it (4 × Duration), which must not overflow.
-		return c, inputErr("--duration", fmt.Errorf("%s is above the maximum, %s", c.Duration, MaxDuration))
 	}
-	switch {
-	case c.Workers < 0 || c.Workers > 256:
-		return c, inputErr("--workers", fmt.Errorf("%d is outside 1..256", c.Workers))
-	case c.Workers == 0:
+	if c.Workers == 0 {
 		c.Workers = 8
 	}
 	switch {
-	case math.IsNaN(c.FaultRate) || c.FaultRate > 1:
-		return c, inputErr("--fault-rate", fmt.Errorf("%v is outside [0, 1]", c.FaultRate))
 	case c.FaultRate == 0:
 		c.FaultRate = 0.02
 	case c.FaultRate < 0:
@@ -212,30 +178,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Outages == nil {
 		c.Outages = []Outage{DefaultOutage(c.Duration)}
 	}
-	for _, o := range c.Outages {
-		if o.Length <= 0 || o.Offset < 0 {
-			return c, inputErr("--outage", fmt.Errorf("%s: want a positive length at an offset >= 0", o))
-		}
-		if o.Offset+o.Length > c.Duration {
-			return c, inputErr("--outage", fmt.Errorf("%s ends after the run's %s", o, c.Duration))
-		}
-	}
 	if c.Seed == 0 {
 		c.Seed = 1
 	}
-	for _, k := range c.Kinds {
-		if !slices.Contains(FaultKinds, k) {
-			return c, inputErr("--faults", fmt.Errorf("unknown fault kind %q (want some of %s)", k, kindNames()))
-		}
-	}
-	if c.Policy.CommandTimeout < 0 {
-		return c, inputErr("--command-timeout", errors.New("must be >= 0"))
-	}
 	if c.Policy.CommandTimeout == 0 {
 		c.Policy.CommandTimeout = DefaultCommandTimeout
-	}
-	if _, err := c.policyConfig(nil); err != nil {
-		return c, err
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -243,17 +190,82 @@ func (c Config) withDefaults() (Config, error) {
 	if c.SampleEvery <= 0 {
 		c.SampleEvery = 100 * time.Millisecond
 	}
-	return c, nil
+	return c
 }
 
-// policyConfig builds the sqlretry.Config of the policy under test.
+// Validate reports the first bad setting of c, its defaults applied, as an
+// [*InputError] that names the command's flag for it; nil if there is none.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	switch {
+	case !slices.Contains(Engines, c.Engine):
+		return inputErr("--engine", fmt.Errorf("chaos drives %s, not %s", engine.Names(Engines...), c.Engine))
+	case c.DSN == "" && c.Engine != engine.SQLite:
+		return inputErr("--dsn", fmt.Errorf("engine %s needs a DSN", c.Engine))
+	case c.Duration < 0:
+		return inputErr("--duration", errors.New("must be > 0"))
+	case c.Duration > MaxDuration:
+		// Leases are sized from it (4 × Duration), which must not overflow.
+		return inputErr("--duration", fmt.Errorf("%s is above the maximum, %s", c.Duration, MaxDuration))
+	case c.Workers < 0 || c.Workers > 256:
+		return inputErr("--workers", fmt.Errorf("%d is outside 1..256", c.Workers))
+	case math.IsNaN(c.FaultRate) || c.FaultRate > 1:
+		return inputErr("--fault-rate", fmt.Errorf("%v is outside [0, 1]", c.FaultRate))
+	}
+	for _, o := range c.Outages {
+		if o.Length <= 0 || o.Offset < 0 {
+			return inputErr("--outage", fmt.Errorf("%s: want a positive length at an offset >= 0", o))
+		}
+		if o.Offset+o.Length > c.Duration {
+			return inputErr("--outage", fmt.Errorf("%s ends after the run's %s", o, c.Duration))
+		}
+	}
+	for _, k := range c.Kinds {
+		if !slices.Contains(FaultKinds, k) {
+			return inputErr("--faults", fmt.Errorf("unknown fault kind %q (want some of %s)", k, kindNames()))
+		}
+	}
+	pc, err := c.policyConfig(nil)
+	if err != nil {
+		return err
+	}
+	var ce *sqlretry.ConfigError
+	if err := pc.Validate(); errors.As(err, &ce) {
+		return inputErr(policyFlag(ce.Field), err)
+	} else if err != nil {
+		return inputErr("policy", err)
+	}
+	return nil
+}
+
+// policyFlag names the command's flag for a sqlretry.Config field.
+func policyFlag(field string) string {
+	switch field {
+	case "MaxRetries":
+		return "--max-retries"
+	case "BaseDelay":
+		return "--base-delay"
+	case "MaxDelay":
+		return "--max-delay"
+	case "CommandTimeout":
+		return "--command-timeout"
+	case "Budget":
+		return "--budget"
+	case "Schedule", "ConnectSchedule":
+		return "--rules"
+	}
+	return "policy (Config." + field + ")"
+}
+
+// policyConfig builds the sqlretry.Config of the policy under test; its
+// error is an *InputError for bad --rules.
 func (c Config) policyConfig(obs sqlretry.Observer) (sqlretry.Config, error) {
 	pc := sqlretry.Config{
 		MaxRetries:     c.Policy.MaxRetries,
 		BaseDelay:      c.Policy.BaseDelay,
 		MaxDelay:       c.Policy.MaxDelay,
 		CommandTimeout: c.Policy.CommandTimeout,
-		Classifier:     c.Engine.classifier(),
+		Classifier:     c.Engine.Classifier(),
 		CountCalls:     true,
 		Observer:       obs,
 	}
@@ -263,25 +275,9 @@ func (c Config) policyConfig(obs sqlretry.Observer) (sqlretry.Config, error) {
 		pc.Budget = sqlretry.DefaultBudget()
 	}
 	if c.Policy.Rules != "" {
-		// PostgreSQL rules name SQLSTATEs; MySQL's and SQLite's error
-		// numbers are decimal integers like SQL Server's.
-		eng := crl.SQLServer
-		if c.Engine == Postgres {
-			eng = crl.PostgreSQL
-		}
-		if err := (crl.Config{Engine: eng, Exec: c.Policy.Rules}).Apply(&pc); err != nil {
+		if err := (crl.Config{Syntax: c.Engine.Syntax(), Exec: c.Policy.Rules}).Apply(&pc); err != nil {
 			return pc, inputErr("--rules", err)
 		}
-	}
-	if _, err := sqlretry.New(pc); err != nil {
-		name := "--max-delay"
-		switch {
-		case strings.Contains(err.Error(), "BaseDelay must"):
-			name = "--base-delay"
-		case strings.Contains(err.Error(), "CommandTimeout"):
-			name = "--command-timeout"
-		}
-		return pc, inputErr(name, err)
 	}
 	return pc, nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite" // registers "sqlite"
 
+	"github.com/sqlretry/sqlretry/cmd/sqlretry/internal/engine"
 	"github.com/sqlretry/sqlretry/faults"
 	"github.com/sqlretry/sqlretry/taskstore"
 )
@@ -192,9 +193,9 @@ func openTarget(ctx context.Context, c Config, label string) (*target, error) {
 	t := &target{}
 	var err error
 	switch c.Engine {
-	case Postgres:
+	case engine.Postgres:
 		err = t.openPostgres(ctx, c, label)
-	case MySQL:
+	case engine.MySQL:
 		err = t.openMySQL(ctx, c, label)
 	default:
 		err = t.openSQLite(c, label)

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sqlretry/sqlretry"
 	"github.com/sqlretry/sqlretry/faults"
 	"github.com/sqlretry/sqlretry/taskstore"
 )
@@ -190,7 +191,7 @@ func (h *harness) finish(ctx context.Context) (*RunReport, error) {
 	}
 	st := h.pol.Stats()
 	r := &RunReport{
-		Engine: string(cfg.Engine), Mode: "sqlretry", Seed: cfg.Seed, DurationMS: cfg.Duration.Milliseconds(),
+		Engine: cfg.Engine.String(), Mode: "sqlretry", Seed: cfg.Seed, DurationMS: cfg.Duration.Milliseconds(),
 		Workers: cfg.Workers, FaultRate: cfg.FaultRate,
 		Policy:     policyReport(cfg),
 		Operations: int(h.ops.Load()), Faults: map[string]int{}, Shapes: map[string]ShapeReport{},
@@ -282,28 +283,13 @@ func (h *harness) finish(ctx context.Context) (*RunReport, error) {
 }
 
 // policyReport is the policy c's run applies: its settings with zeros
-// resolved as sqlretry.New resolves them (sqlretry.Config's documented
-// defaults: 3 retries, 100 ms base delay, a 5 s cap or the base delay if
-// larger); crl rules, when set, override retries and waits per error code.
+// resolved as sqlretry.New resolves them ([sqlretry.Config.WithDefaults]);
+// crl rules, when set, override retries and waits per error code.
 func policyReport(c Config) PolicyReport {
 	p := c.Policy
-	r := PolicyReport{MaxRetries: p.MaxRetries, Budget: !p.NoBudget, Rules: p.Rules, BlindReplay: c.Naive,
-		CommandTimeout: p.CommandTimeout.String()}
-	switch {
-	case r.MaxRetries == 0:
-		r.MaxRetries = 3
-	case r.MaxRetries < 0:
-		r.MaxRetries = 0
-	}
-	base, maxD := p.BaseDelay, p.MaxDelay
-	if base == 0 {
-		base = 100 * time.Millisecond
-	}
-	if maxD == 0 {
-		maxD = max(5*time.Second, base)
-	}
-	r.BaseDelay, r.MaxDelay = base.String(), maxD.String()
-	return r
+	d := sqlretry.Config{MaxRetries: p.MaxRetries, BaseDelay: p.BaseDelay, MaxDelay: p.MaxDelay}.WithDefaults()
+	return PolicyReport{MaxRetries: max(d.MaxRetries, 0), BaseDelay: d.BaseDelay.String(), MaxDelay: d.MaxDelay.String(),
+		CommandTimeout: p.CommandTimeout.String(), Budget: !p.NoBudget, Rules: p.Rules, BlindReplay: c.Naive}
 }
 
 // lostClaims counts leases nobody holds that no unsettled claim explains,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/cmd/sqlretry/internal/engine"
 	"github.com/sqlretry/sqlretry/faults"
 	"github.com/sqlretry/sqlretry/taskstore"
 )
@@ -104,11 +105,10 @@ func (h *harness) elapsed() time.Duration {
 // redacted; a violated invariant is not an error: see [RunReport.OK].
 func Run(ctx context.Context, cfg Config) (*RunReport, error) {
 	red := NewRedactor(cfg.DSN)
-	c, err := cfg.withDefaults()
-	if err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, red.Error(err)
 	}
-	r, err := run(ctx, c)
+	r, err := run(ctx, cfg.WithDefaults())
 	return r, red.Error(err)
 }
 
@@ -149,7 +149,7 @@ func run(ctx context.Context, cfg Config) (*RunReport, error) {
 	// Leases outlive the run: no lease expires while the workload runs, so
 	// a task leased at the end was leased by a claim, not recovered.
 	ttl := max(time.Minute, 4*cfg.Duration)
-	d := cfg.Engine.dialect()
+	d := dialect(cfg.Engine)
 	h.store, err = taskstore.New(h.db, d, taskstore.Options{Policy: h.pol, Ledger: h.ledger, Naive: cfg.Naive, LeaseTTL: ttl, Now: cfg.Now, MaxAttempts: 5})
 	if err != nil {
 		return nil, err
@@ -220,12 +220,12 @@ func (h *harness) rules() []faults.Rule {
 	if r <= 0 {
 		return rs
 	}
-	engine := faults.SQLite
+	fe := faults.SQLite
 	switch cfg.Engine {
-	case Postgres:
-		engine = faults.Postgres
-	case MySQL:
-		engine = faults.MySQL
+	case engine.Postgres:
+		fe = faults.Postgres
+	case engine.MySQL:
+		fe = faults.MySQL
 	}
 	on := func(k faults.Kind) bool { return cfg.Kinds == nil || slices.Contains(cfg.Kinds, k) }
 	// The rate is per call, shared by the kinds that apply: a statement
@@ -257,7 +257,7 @@ func (h *harness) rules() []faults.Rule {
 		{Kind: faults.BeforeSend, Op: faults.OpExec, Rate: exec, Count: u},
 		{Kind: faults.AfterExec, Op: faults.OpExec, Rate: exec, Count: u},
 		{Kind: faults.AppliedReplyLost, Op: faults.OpExec, Rate: exec, Count: u},
-		{Kind: faults.ServerError, Op: faults.OpExec, Engine: engine, Rate: exec, Count: u},
+		{Kind: faults.ServerError, Op: faults.OpExec, Engine: fe, Rate: exec, Count: u},
 		{Kind: faults.CommitNotApplied, Op: faults.OpCommit, Rate: commit, Count: u},
 		{Kind: faults.CommitAppliedReplyLost, Op: faults.OpCommit, Rate: commit, Count: u},
 	} {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -13,7 +14,9 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/sqlretry/sqlretry"
 	"github.com/sqlretry/sqlretry/cmd/sqlretry/internal/chaos"
+	"github.com/sqlretry/sqlretry/cmd/sqlretry/internal/engine"
 )
 
 func init() {
@@ -93,173 +96,149 @@ func (r *redactWriter) Flush() {
 	}
 }
 
+// chaosOpts are the flags of `sqlretry chaos`; Validate turns them into the
+// run's chaos.Config.
+type chaosOpts struct {
+	cfg        chaos.Config
+	engine     string
+	kinds      string
+	outages    outageFlags
+	maxRetries int
+	faultRate  float64
+	budget     bool
+	noBudget   bool
+	compare    string
+	naive      bool
+	plot       string
+	json       bool
+	set        map[string]bool // the flags given on the command line
+}
+
+func (o *chaosOpts) register(fs *flag.FlagSet) {
+	def := sqlretry.Config{}.WithDefaults() // the library's defaults, shown as the flags' own
+	fs.StringVar(&o.engine, "engine", "", engine.Help(chaos.Engines...)+" (default: from --dsn, else sqlite)")
+	fs.StringVar(&o.cfg.DSN, "dsn", "", "the database: a PostgreSQL URL or key=value DSN, a go-sql-driver MySQL DSN, or an SQLite file to create")
+	fs.DurationVar(&o.cfg.Duration, "duration", 20*time.Second, "how long the workload runs")
+	fs.IntVar(&o.cfg.Workers, "workers", 8, "concurrent workers")
+	fs.Float64Var(&o.faultRate, "fault-rate", 0.02, "probability that a statement or COMMIT gets a fault, shared by the kinds that apply (0: none)")
+	fs.StringVar(&o.kinds, "faults", "", "limit the random faults to these kinds, comma-separated: before_send, after_exec, applied_reply_lost, commit_not_applied, commit_applied_reply_lost, server_error, hang (default: all)")
+	fs.Var(&o.outages, "outage", "an outage DURATION@OFFSET, such as 3s@8s; repeat for more, none for none (default: a few seconds in the middle)")
+	fs.Uint64Var(&o.cfg.Seed, "seed", 1, "seeds the fault plan and the workload: same seed, same plan")
+	fs.IntVar(&o.maxRetries, "max-retries", def.MaxRetries, "retries after the first attempt (0: none)")
+	fs.DurationVar(&o.cfg.Policy.BaseDelay, "base-delay", def.BaseDelay, "first backoff step")
+	fs.DurationVar(&o.cfg.Policy.MaxDelay, "max-delay", def.MaxDelay, "backoff cap")
+	fs.DurationVar(&o.cfg.Policy.CommandTimeout, "command-timeout", chaos.DefaultCommandTimeout, "per-attempt timeout")
+	fs.BoolVar(&o.budget, "budget", true, "draw retries from the retry budget")
+	fs.BoolVar(&o.noBudget, "no-budget", false, "disable the retry budget (same as --budget=false)")
+	fs.StringVar(&o.cfg.Policy.Rules, "rules", "", "retryExec rules in the JDBC rule language, in the engine's code syntax: 40001,40P01:3,2*2 (postgres), 1213:3,2*2 (mysql)")
+	fs.StringVar(&o.compare, "compare", "", "naive: run the same seeded workload again with blind replay and show both")
+	fs.BoolVar(&o.naive, "naive", false, "run only the blind-replay store, to see its damage (exits 1 when it does any)")
+	fs.StringVar(&o.plot, "plot", "", "write throughput, attempts and budget over time to FILE (.png or .svg)")
+	fs.BoolVar(&o.cfg.NoProxy, "no-proxy", false, "with --dsn, inject driver-level faults only, without the wire proxy")
+	fs.BoolVar(&o.json, "json", false, "write one JSON document to standard output")
+}
+
+// Validate checks what only the command line can get wrong — a flag set to
+// zero where chaos.Config would read zero as its default, flags that
+// contradict each other, the plot file — and leaves every other check to
+// chaos.Config.Validate, which names the flag.
+func (o *chaosOpts) Validate() error {
+	positive := []struct {
+		flag string
+		bad  bool
+	}{
+		{"--duration", o.cfg.Duration == 0}, {"--workers", o.cfg.Workers == 0}, {"--seed", o.cfg.Seed == 0},
+		{"--base-delay", o.cfg.Policy.BaseDelay == 0}, {"--max-delay", o.cfg.Policy.MaxDelay == 0},
+		{"--command-timeout", o.cfg.Policy.CommandTimeout == 0},
+	}
+	for _, p := range positive {
+		if p.bad {
+			return fmt.Errorf("%s 0: must be positive", p.flag)
+		}
+	}
+	switch {
+	case o.maxRetries < 0:
+		return fmt.Errorf("--max-retries %d: must be >= 0", o.maxRetries)
+	case o.faultRate < 0:
+		return fmt.Errorf("--fault-rate %v: want a probability in [0, 1]", o.faultRate)
+	case o.set["budget"] && o.set["no-budget"] && o.budget == o.noBudget:
+		return fmt.Errorf("--budget=%t contradicts --no-budget=%t", o.budget, o.noBudget)
+	case o.compare != "" && o.compare != "naive":
+		return fmt.Errorf("--compare %q: the only comparison is naive", o.compare)
+	case o.compare != "" && o.naive:
+		return errors.New("--compare naive and --naive: choose one")
+	case o.plot != "" && !strings.HasSuffix(strings.ToLower(o.plot), ".png") && !strings.HasSuffix(strings.ToLower(o.plot), ".svg"):
+		return fmt.Errorf("--plot %s: want a .png or .svg file name", o.plot)
+	}
+	var err error
+	if o.engine != "" {
+		if o.cfg.Engine, err = engine.Parse(o.engine, chaos.Engines...); err != nil {
+			return fmt.Errorf("--engine: %w", err)
+		}
+	}
+	if o.kinds != "" {
+		if o.cfg.Kinds, err = chaos.ParseKinds(o.kinds); err != nil {
+			return fmt.Errorf("--faults: %w", err)
+		}
+	}
+	if o.outages.set {
+		o.cfg.Outages = o.outages.list
+	}
+	o.cfg.Policy.MaxRetries = cmp.Or(o.maxRetries, sqlretry.NoRetries) // 0 on the command line: none
+	o.cfg.FaultRate = cmp.Or(o.faultRate, -1)                          // 0 on the command line: none
+	o.cfg.Policy.NoBudget = o.noBudget || !o.budget
+	o.cfg.Naive = o.naive
+	return o.cfg.Validate()
+}
+
 func chaosMain(ctx context.Context, env Env, tty bool, args []string) int {
 	fs := newFlagSet("chaos")
-	var (
-		cfg                 chaos.Config
-		engine, compare     string
-		kinds               string
-		plotFile            string
-		asJSON, noBudget    bool
-		naiveOnly           bool
-		budget              = true
-		outages             outageFlags
-		seed                uint64
-		faultRate           float64
-		maxRetries, workers int
-	)
-	fs.StringVar(&engine, "engine", "", "sqlite, postgres or mysql (default: from --dsn, else sqlite)")
-	fs.StringVar(&cfg.DSN, "dsn", "", "the database: a PostgreSQL URL or key=value DSN, a go-sql-driver MySQL DSN, or an SQLite file to create")
-	fs.DurationVar(&cfg.Duration, "duration", 20*time.Second, "how long the workload runs")
-	fs.IntVar(&workers, "workers", 8, "concurrent workers")
-	fs.Float64Var(&faultRate, "fault-rate", 0.02, "probability that a statement or COMMIT gets a fault, shared by the kinds that apply (0: none)")
-	fs.StringVar(&kinds, "faults", "", "limit the random faults to these kinds, comma-separated: before_send, after_exec, applied_reply_lost, commit_not_applied, commit_applied_reply_lost, server_error, hang (default: all)")
-	fs.Var(&outages, "outage", "an outage DURATION@OFFSET, such as 3s@8s; repeat for more, none for none (default: a few seconds in the middle)")
-	fs.Uint64Var(&seed, "seed", 1, "seeds the fault plan and the workload: same seed, same plan")
-	fs.IntVar(&maxRetries, "max-retries", 3, "retries after the first attempt (0: none)")
-	fs.DurationVar(&cfg.Policy.BaseDelay, "base-delay", 100*time.Millisecond, "first backoff step")
-	fs.DurationVar(&cfg.Policy.MaxDelay, "max-delay", 5*time.Second, "backoff cap")
-	fs.DurationVar(&cfg.Policy.CommandTimeout, "command-timeout", chaos.DefaultCommandTimeout, "per-attempt timeout")
-	fs.BoolVar(&budget, "budget", true, "draw retries from the retry budget")
-	fs.BoolVar(&noBudget, "no-budget", false, "disable the retry budget (same as --budget=false)")
-	fs.StringVar(&cfg.Policy.Rules, "rules", "", "retryExec rules in the JDBC rule language, such as 40001,40P01:3,2*2")
-	fs.StringVar(&compare, "compare", "", "naive: run the same seeded workload again with blind replay and show both")
-	fs.BoolVar(&naiveOnly, "naive", false, "run only the blind-replay store, to see its damage (exits 1 when it does any)")
-	fs.StringVar(&plotFile, "plot", "", "write throughput, attempts and budget over time to FILE (.png or .svg)")
-	fs.BoolVar(&cfg.NoProxy, "no-proxy", false, "with --dsn, inject driver-level faults only, without the wire proxy")
-	fs.BoolVar(&asJSON, "json", false, "write one JSON document to standard output")
+	o := chaosOpts{set: map[string]bool{}}
+	o.register(fs)
 	red := chaos.NewRedactor(dsnArg(args))
 	pos, err := parseFlags(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(env.Stdout, chaosUsage)
-		fmt.Fprintln(env.Stdout)
-		fs.SetOutput(env.Stdout)
-		fs.PrintDefaults()
-		return ExitOK
+		return printHelp(env, chaosUsage, fs)
+	}
+	if err == nil && len(pos) > 0 {
+		err = fmt.Errorf("unexpected argument %q", pos[0])
 	}
 	if err != nil {
 		return badInput(env, "chaos: %s", red.String(err.Error()))
 	}
-	if len(pos) > 0 {
-		return badInput(env, "chaos: unexpected argument %q", red.String(pos[0]))
+	red = chaos.NewRedactor(o.cfg.DSN)
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	if err := o.Validate(); err != nil {
+		return badInput(env, "chaos: %s", red.String(err.Error()))
 	}
-	red = chaos.NewRedactor(cfg.DSN)
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-
-	switch {
-	case engine != "":
-		e, err := chaos.ParseEngine(engine)
-		if err != nil {
-			return badInput(env, "chaos: --engine: %v", err)
-		}
-		cfg.Engine = e
-	case strings.HasPrefix(cfg.DSN, "postgres://") || strings.HasPrefix(cfg.DSN, "postgresql://") || strings.Contains(cfg.DSN, "host="):
-		cfg.Engine = chaos.Postgres
-	case strings.Contains(cfg.DSN, "@tcp(") || strings.Contains(cfg.DSN, "@unix("):
-		cfg.Engine = chaos.MySQL
-	default:
-		cfg.Engine = chaos.SQLite
-	}
-	if cfg.Duration <= 0 {
-		return badInput(env, "chaos: --duration %s: must be positive", cfg.Duration)
-	}
-	if workers <= 0 {
-		return badInput(env, "chaos: --workers %d: must be positive", workers)
-	}
-	cfg.Workers = workers
-	switch {
-	case faultRate < 0 || faultRate > 1:
-		return badInput(env, "chaos: --fault-rate %v: want a probability in [0, 1]", faultRate)
-	case faultRate == 0:
-		cfg.FaultRate = -1 // none
-	default:
-		cfg.FaultRate = faultRate
-	}
-	switch {
-	case maxRetries < 0:
-		return badInput(env, "chaos: --max-retries %d: must be >= 0", maxRetries)
-	case maxRetries == 0:
-		cfg.Policy.MaxRetries = -1 // sqlretry.NoRetries
-	default:
-		cfg.Policy.MaxRetries = maxRetries
-	}
-	if cfg.Policy.BaseDelay <= 0 || cfg.Policy.MaxDelay <= 0 {
-		return badInput(env, "chaos: --base-delay and --max-delay must be positive")
-	}
-	if set["command-timeout"] && cfg.Policy.CommandTimeout <= 0 {
-		return badInput(env, "chaos: --command-timeout %s: must be positive (hang faults need one)", cfg.Policy.CommandTimeout)
-	}
-	if set["budget"] && set["no-budget"] && budget == noBudget {
-		return badInput(env, "chaos: --budget=%t contradicts --no-budget=%t", budget, noBudget)
-	}
-	cfg.Policy.NoBudget = noBudget || !budget
-	if kinds != "" {
-		if cfg.Kinds, err = chaos.ParseKinds(kinds); err != nil {
-			return badInput(env, "chaos: --faults: %v", err)
-		}
-	}
-	if outages.set {
-		cfg.Outages = outages.list
-	}
-	cfg.Seed = seed
-	if seed == 0 {
-		return badInput(env, "chaos: --seed 0: use a positive seed")
-	}
-	if compare != "" && compare != "naive" {
-		return badInput(env, "chaos: --compare %q: the only comparison is naive", compare)
-	}
-	if compare != "" && naiveOnly {
-		return badInput(env, "chaos: --compare naive and --naive: choose one")
-	}
-	cfg.Naive = naiveOnly
-	if plotFile != "" && !strings.HasSuffix(strings.ToLower(plotFile), ".png") && !strings.HasSuffix(strings.ToLower(plotFile), ".svg") {
-		return badInput(env, "chaos: --plot %s: want a .png or .svg file name", plotFile)
-	}
-
-	// A plot file that cannot be written fails now, not after the run.
-	removePlot := func() {}
-	if plotFile != "" {
-		_, statErr := os.Stat(plotFile)
-		f, err := os.OpenFile(plotFile, os.O_WRONLY|os.O_CREATE, 0o644)
-		if err != nil {
-			return badInput(env, "chaos: --plot %s: %v", plotFile, err)
-		}
-		_ = f.Close()
-		if errors.Is(statErr, os.ErrNotExist) {
-			removePlot = func() { _ = os.Remove(plotFile) }
-		}
-	}
-
-	prog := chaos.NewProgress(env.Stderr, tty)
-	cfg.Progress = prog.Update
-	ours, err := chaos.Run(ctx, cfg)
+	removePlot, err := touchPlot(o.plot)
 	if err != nil {
-		prog.Finish()
+		return badInput(env, "chaos: --plot %s: %v", o.plot, err)
+	}
+	prog := chaos.NewProgress(env.Stderr, tty)
+	o.cfg.Progress = prog.Update
+	ours, err := chaos.Run(ctx, o.cfg)
+	var naive *chaos.RunReport
+	if err == nil && o.compare == "naive" && ctx.Err() == nil {
+		ncfg := o.cfg
+		ncfg.Naive = true
+		naive, err = chaos.Run(ctx, ncfg)
+	}
+	prog.Finish()
+	if err != nil {
 		removePlot()
 		return chaosError(env, red, err)
 	}
-	var naive *chaos.RunReport
-	if compare == "naive" && ctx.Err() == nil {
-		ncfg := cfg
-		ncfg.Naive = true
-		if naive, err = chaos.Run(ctx, ncfg); err != nil {
-			prog.Finish()
-			removePlot()
-			return chaosError(env, red, err)
-		}
-	}
-	prog.Finish()
 	// A plot that fails to write after the run costs the plot, not the
 	// report: the error goes to stderr and the exit code stays the
 	// invariants'.
 	var plotErr error
-	if plotFile != "" {
-		if plotErr = chaos.WritePlot(plotFile, ours, naive); plotErr != nil {
-			fmt.Fprintf(env.Stderr, "error: chaos: --plot %s: %s\n", plotFile, strings.ReplaceAll(plotErr.Error(), "\n", " "))
+	if o.plot != "" {
+		if plotErr = chaos.WritePlot(o.plot, ours, naive); plotErr != nil {
+			fmt.Fprintf(env.Stderr, "error: chaos: --plot %s: %s\n", o.plot, strings.ReplaceAll(plotErr.Error(), "\n", " "))
 		}
 	}
-	if asJSON {
+	if o.json {
 		doc := struct {
 			*chaos.RunReport
 			Naive *chaos.RunReport `json:"naive,omitempty"`
@@ -274,14 +253,34 @@ func chaosMain(ctx context.Context, env Env, tty bool, args []string) int {
 			naive.WriteText(env.Stdout)
 			chaos.WriteComparison(env.Stdout, ours, naive)
 		}
-		if plotFile != "" && plotErr == nil {
-			fmt.Fprintf(env.Stdout, "\nplot written to %s\n", plotFile)
+		if o.plot != "" && plotErr == nil {
+			fmt.Fprintf(env.Stdout, "\nplot written to %s\n", o.plot)
 		}
 	}
 	if !ours.OK || ours.Interrupted {
 		return ExitFailed
 	}
 	return ExitOK
+}
+
+// touchPlot makes sure the plot file can be written before the run, not
+// after it. The function it returns removes the file again if touchPlot
+// created it (the run failed).
+func touchPlot(file string) (remove func(), err error) {
+	remove = func() {}
+	if file == "" {
+		return remove, nil
+	}
+	_, statErr := os.Stat(file)
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return remove, err
+	}
+	_ = f.Close()
+	if errors.Is(statErr, os.ErrNotExist) {
+		remove = func() { _ = os.Remove(file) }
+	}
+	return remove, nil
 }
 
 func chaosError(env Env, red *chaos.Redactor, err error) int {

@@ -6,78 +6,27 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/sqlretry/sqlretry"
-	"github.com/sqlretry/sqlretry/mssql"
-	"github.com/sqlretry/sqlretry/mysql"
-	"github.com/sqlretry/sqlretry/postgres"
-	"github.com/sqlretry/sqlretry/sqlite"
+	"github.com/sqlretry/sqlretry/cmd/sqlretry/internal/engine"
 )
 
 func init() {
 	register(command{name: "classify", summary: "say whether an engine's error code is retryable, and in which phase", run: runClassify})
 }
 
-const classifyUsage = `usage:
-  sqlretry classify --engine mssql|postgres|cockroach|mysql|sqlite CODE [--json]
+var classifyUsage = `usage:
+  sqlretry classify --engine ENGINE CODE [--json]
   sqlretry classify --engine ENGINE --list [--json]
+
+ENGINE is ` + engine.Help() + `.
 
 CODE is the engine's error code: a SQL Server or MySQL error number (1205, -2), a SQLSTATE
 (40001, 40P01), or an SQLite result code by number or name (517, SQLITE_BUSY_SNAPSHOT).
 A well-formed code the engine's table does not list is not retryable (exit 0); an unknown
 engine or a malformed code is bad input (exit 2).`
-
-// tableRow is one classified code, the engines' Entry types made alike.
-type tableRow struct {
-	Code   string
-	Class  sqlretry.Class
-	Source string
-}
-
-// engine is what the command needs of a classifier package.
-type engine struct {
-	lookup func(string) (sqlretry.Class, bool)
-	valid  func(string) error
-	table  func() []tableRow
-}
-
-var engines = map[string]engine{
-	"mssql": {mssql.Lookup, mssql.ValidCode, func() []tableRow {
-		return rowsOf(mssql.Table(), func(e mssql.Entry) tableRow { return tableRow{e.Code, e.Class, e.Source} })
-	}},
-	"postgres": {postgres.Lookup, postgres.ValidCode, func() []tableRow {
-		return rowsOf(postgres.Table(), func(e postgres.Entry) tableRow { return tableRow{e.Code, e.Class, e.Source} })
-	}},
-	"cockroach": {postgres.CockroachLookup, postgres.ValidCode, func() []tableRow {
-		return rowsOf(postgres.CockroachTable(), func(e postgres.Entry) tableRow { return tableRow{e.Code, e.Class, e.Source} })
-	}},
-	"mysql": {mysql.Lookup, mysql.ValidCode, func() []tableRow {
-		return rowsOf(mysql.Table(), func(e mysql.Entry) tableRow { return tableRow{e.Code, e.Class, e.Source} })
-	}},
-	"sqlite": {sqlite.Lookup, sqlite.ValidCode, func() []tableRow {
-		return rowsOf(sqlite.Table(), func(e sqlite.Entry) tableRow { return tableRow{e.Code, e.Class, e.Source} })
-	}},
-}
-
-func rowsOf[E any](entries []E, f func(E) tableRow) []tableRow {
-	out := make([]tableRow, len(entries))
-	for i, e := range entries {
-		out[i] = f(e)
-	}
-	return out
-}
-
-func engineNames() string {
-	names := make([]string, 0, len(engines))
-	for n := range engines {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
-}
 
 // classifyJSON is one code's verdict, the document `classify --json` writes.
 type classifyJSON struct {
@@ -100,7 +49,7 @@ type listJSON struct {
 
 func runClassify(ctx context.Context, env Env, args []string) int {
 	fs := newFlagSet("classify")
-	engineName := fs.String("engine", "", "mssql, postgres, cockroach, mysql or sqlite")
+	engineName := fs.String("engine", "", engine.Help())
 	asJSON := fs.Bool("json", false, "write JSON")
 	list := fs.Bool("list", false, "print the engine's whole table")
 	help := fs.Bool("help", false, "print usage")
@@ -111,24 +60,23 @@ func runClassify(ctx context.Context, env Env, args []string) int {
 		return badInput(env, "classify: %v", err)
 	}
 	if *help || err != nil {
-		fmt.Fprintln(env.Stdout, classifyUsage)
-		return ExitOK
+		return printHelp(env, classifyUsage, fs)
 	}
 	pos = append(pos, negatives...)
 	if *engineName == "" {
-		return badInput(env, "classify: --engine is required (one of %s)", engineNames())
+		return badInput(env, "classify: --engine is required (one of %s)", engine.Names())
 	}
-	eng, ok := engines[strings.ToLower(*engineName)]
-	if !ok {
-		return badInput(env, "classify: --engine %q is not known (want one of %s)", *engineName, engineNames())
+	eng, err := engine.Parse(*engineName)
+	if err != nil {
+		return badInput(env, "classify: --engine: %v", err)
 	}
-	name := strings.ToLower(*engineName)
+	name := eng.String()
 
 	if *list {
 		if len(pos) > 0 {
 			return badInput(env, "classify: --list takes no CODE, got %q", strings.Join(pos, " "))
 		}
-		rows := eng.table()
+		rows := eng.Table()
 		if *asJSON {
 			doc := listJSON{Engine: name, Codes: make([]classifyJSON, len(rows))}
 			for i, r := range rows {
@@ -151,10 +99,10 @@ func runClassify(ctx context.Context, env Env, args []string) int {
 		return badInput(env, "classify: want one CODE, got %d: %q", len(pos), strings.Join(pos, " "))
 	}
 	code := pos[0]
-	if err := eng.valid(code); err != nil {
+	if err := eng.ValidCode(code); err != nil {
 		return badInput(env, "classify --engine %s: %v", name, err)
 	}
-	class, listed := eng.lookup(code)
+	class, listed := eng.Lookup(code)
 	source := ""
 	if listed {
 		source = sourceOf(eng, class.Code, code)
@@ -185,8 +133,8 @@ func splitNegatives(args []string) (rest, negatives []string) {
 
 // sourceOf finds the table row a verdict came from: the exact row, else the
 // class or primary-code row it was read through.
-func sourceOf(eng engine, classCode, input string) string {
-	rows := eng.table()
+func sourceOf(eng engine.Engine, classCode, input string) string {
+	rows := eng.Table()
 	for _, r := range rows {
 		if r.Class.Code == classCode || strings.EqualFold(r.Code, input) {
 			return r.Source
@@ -250,7 +198,7 @@ func writeVerdict(w io.Writer, v classifyJSON) {
 	tw.Flush()
 }
 
-func writeList(w io.Writer, engineName string, rows []tableRow) {
+func writeList(w io.Writer, engineName string, rows []engine.Row) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "CODE\tRETRYABLE\tPHASE\tMIN DELAY\tREASON\n")
 	for _, r := range rows {

@@ -121,7 +121,7 @@ func TestClassifyBadInput(t *testing.T) {
 }
 
 func TestClassifyList(t *testing.T) {
-	for _, eng := range []string{"mssql", "postgres", "cockroach", "mysql", "sqlite"} {
+	for _, eng := range []string{"sqlserver", "postgres", "cockroach", "mysql", "sqlite"} {
 		exit, out, errs := runClassifyCLI("--engine", eng, "--list", "--json")
 		if exit != ExitOK || errs != "" {
 			t.Errorf("%s: got exit %d, stderr %q", eng, exit, errs)

@@ -96,6 +96,16 @@ func newFlagSet(name string) *flag.FlagSet {
 	return fs
 }
 
+// printHelp writes a subcommand's usage and its flags to standard output,
+// for --help, and returns ExitOK.
+func printHelp(env Env, usage string, fs *flag.FlagSet) int {
+	fmt.Fprintf(env.Stdout, "%s\n\nflags:\n", usage)
+	fs.SetOutput(env.Stdout)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	return ExitOK
+}
+
 // parseFlags parses args allowing flags after positional arguments
 // ("classify 1205 --json"), and returns the positional ones.
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {

@@ -2,11 +2,15 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"time"
 
+	"github.com/sqlretry/sqlretry/cmd/sqlretry/internal/engine"
 	"github.com/sqlretry/sqlretry/faults"
 )
 
@@ -24,6 +28,31 @@ type proxyReport struct {
 	Counts   faults.ProxyCounts `json:"counts"`
 }
 
+const proxyUsage = `usage: sqlretry proxy --target HOST:PORT [--listen ADDR] [--fault FAULT] [--protocol PROTOCOL] [--duration D] [--json]
+
+A TCP fault proxy in front of a real server, for rehearsing outages: point the application at
+the address it prints. --protocol (auto, or an engine whose wire protocol it reads) matters only
+for cut-after-commit, which must recognise a COMMIT on the wire.`
+
+// proxyEngines are the engines whose wire protocol the proxy reads.
+var proxyEngines = []engine.Engine{engine.Postgres, engine.Cockroach, engine.MySQL}
+
+// parseProtocol reads --protocol: auto, or an engine in the command's one
+// vocabulary (CockroachDB speaks PostgreSQL's protocol, MariaDB MySQL's).
+func parseProtocol(s string) (faults.Protocol, error) {
+	if strings.EqualFold(s, "auto") {
+		return faults.ProtocolAuto, nil
+	}
+	e, err := engine.Parse(s, proxyEngines...)
+	if err != nil {
+		return "", err
+	}
+	if e == engine.MySQL {
+		return faults.ProtocolMySQL, nil
+	}
+	return faults.ProtocolPostgres, nil
+}
+
 // runProxy runs a faults.Proxy until ctx is done or --duration passes.
 //
 // Standard output's first line is "listening on HOST:PORT" (with --json it
@@ -34,10 +63,13 @@ func runProxy(ctx context.Context, env Env, args []string) int {
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
 	target := fs.String("target", "", "the server's address, HOST:PORT (required)")
 	faultFlag := fs.String("fault", "none", "none, latency=DURATION, reset, blackhole, refuse or cut-after-commit")
-	protoFlag := fs.String("protocol", "auto", "wire protocol, for cut-after-commit: auto, postgres or mysql")
+	protoFlag := fs.String("protocol", "auto", "wire protocol, for cut-after-commit: auto, or the engine: "+engine.Help(proxyEngines...))
 	duration := fs.Duration("duration", 0, "stop after this long (0: run until interrupted)")
 	asJSON := fs.Bool("json", false, "write a JSON report when the proxy stops")
 	pos, err := parseFlags(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return printHelp(env, proxyUsage, fs)
+	}
 	if err != nil {
 		return badInput(env, "proxy: %v", err)
 	}
@@ -57,7 +89,7 @@ func runProxy(ctx context.Context, env Env, args []string) int {
 	if err != nil {
 		return badInput(env, "proxy: --fault: %v", err)
 	}
-	proto, err := faults.ParseProtocol(*protoFlag)
+	proto, err := parseProtocol(*protoFlag)
 	if err != nil {
 		return badInput(env, "proxy: --protocol: %v", err)
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/cmd/sqlretry/internal/engine"
 	"github.com/sqlretry/sqlretry/crl"
 )
 
@@ -16,15 +18,19 @@ func init() {
 	register(command{name: "rules", summary: "explain or test JDBC retryExec/retryConn rules (crl)", run: runRules})
 }
 
-const rulesUsage = `usage:
-  sqlretry rules explain [--conn] [--query-timeout SECONDS] [--filter-mode jdbc|verb] [--engine sqlserver|postgres]
+var rulesUsage = `usage:
+  sqlretry rules explain [--conn] [--query-timeout SECONDS] [--filter-mode jdbc|verb] [--engine ENGINE]
                          [--connect-retry-count N] [--connect-retry-interval SECONDS] [--login-timeout SECONDS] RULES [--json]
   sqlretry rules test RULES --error CODE --sql STATEMENT [--attempt N] [--filter-mode jdbc|verb] [--query-timeout SECONDS]
-                      [--engine …] [--conn [--elapsed SECONDS] [--retryable]] [--json]
+                      [--engine ENGINE] [--conn [--elapsed SECONDS] [--retryable]] [--json]
 
 RULES is a retryExec value (with --conn, a retryConn value). --query-timeout has the JDBC meaning:
 -1 (the default) skips the check, 0 rejects every positive wait. "rules test" exits 0 when the failure
-would be retried by the rules, 1 when not (stopped, or left to the Policy), 2 on bad input.`
+would be retried by the rules, 1 when not (stopped, or left to the Policy), 2 on bad input.
+
+ENGINE (default sqlserver) sets the codes' syntax: SQLSTATEs for postgres and cockroach, error
+numbers for the others; the built-in connection list and the authentication failures of error
+numbers are SQL Server's (the JDBC driver's). Engines: ` + engine.Help() + `.`
 
 func runRules(ctx context.Context, env Env, args []string) int {
 	if len(args) == 0 {
@@ -58,7 +64,7 @@ func (r *rulesFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&r.asJSON, "json", false, "write JSON")
 	fs.IntVar(&r.queryTimeout, "query-timeout", -1, "JDBC queryTimeout in seconds: -1 skips the check, 0 rejects every positive wait")
 	fs.StringVar(&r.filterMode, "filter-mode", "jdbc", "how query filters match: jdbc (first token) or verb")
-	fs.StringVar(&r.engine, "engine", "sqlserver", "error codes: sqlserver (numbers) or postgres (SQLSTATE)")
+	fs.StringVar(&r.engine, "engine", engine.SQLServer.String(), engine.Help()+": whose error codes the rules name")
 	fs.IntVar(&r.connectRetryCount, "connect-retry-count", 1, "JDBC connectRetryCount, 0 to 255 (0 disables)")
 	fs.IntVar(&r.connectRetryIntervl, "connect-retry-interval", 10, "JDBC connectRetryInterval in seconds, 1 to 60")
 	fs.IntVar(&r.loginTimeout, "login-timeout", 30, "JDBC loginTimeout in seconds (0: the default 30)")
@@ -66,7 +72,8 @@ func (r *rulesFlags) register(fs *flag.FlagSet) {
 
 // parsed is RULES parsed under the flags.
 type parsed struct {
-	engine crl.Engine
+	engine engine.Engine
+	syntax crl.Syntax
 	mode   crl.FilterMode
 	exec   crl.Exec
 	conn   crl.Conn
@@ -76,14 +83,15 @@ type parsed struct {
 func (r *rulesFlags) parse(rules string) (parsed, error) {
 	var p parsed
 	var err error
-	if p.engine, err = crl.ParseEngine(r.engine); err != nil {
+	if p.engine, err = engine.Parse(r.engine); err != nil {
 		return p, fmt.Errorf("--engine: %w", err)
 	}
+	p.syntax = p.engine.Syntax()
 	if p.mode, err = crl.ParseFilterMode(r.filterMode); err != nil {
 		return p, fmt.Errorf("--filter-mode: %w", err)
 	}
 	if r.conn {
-		if p.conn, err = p.engine.ParseConn(rules); err != nil {
+		if p.conn, err = p.syntax.ParseConn(rules); err != nil {
 			return p, err
 		}
 		count := r.connectRetryCount
@@ -102,7 +110,7 @@ func (r *rulesFlags) parse(rules string) (parsed, error) {
 		p.cs, err = p.conn.Schedule(crl.Connect{RetryCount: count, RetryInterval: r.connectRetryIntervl, LoginTimeout: r.loginTimeout})
 		return p, err
 	}
-	if p.exec, err = p.engine.ParseExec(rules); err != nil {
+	if p.exec, err = p.syntax.ParseExec(rules); err != nil {
 		return p, err
 	}
 	return p, p.exec.CheckQueryTimeout(r.queryTimeout)
@@ -118,6 +126,7 @@ type execRuleJSON struct {
 type execJSON struct {
 	Kind       string         `json:"kind"`
 	Engine     string         `json:"engine"`
+	Syntax     string         `json:"syntax"` // how the rules write codes: numbers or sqlstate
 	FilterMode string         `json:"filter_mode"`
 	Rules      []execRuleJSON `json:"rules"`
 	Formatted  string         `json:"formatted"`
@@ -126,6 +135,7 @@ type execJSON struct {
 type connJSON struct {
 	Kind                 string   `json:"kind"`
 	Engine               string   `json:"engine"`
+	Syntax               string   `json:"syntax"`
 	Mode                 string   `json:"mode"`
 	Errors               []string `json:"errors"`
 	Effective            []string `json:"effective"`
@@ -156,6 +166,9 @@ func rulesExplain(env Env, args []string) int {
 	var rf rulesFlags
 	rf.register(fs)
 	pos, err := parseFlags(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return printHelp(env, rulesUsage, fs)
+	}
 	if err != nil {
 		return badInput(env, "rules explain: %v", err)
 	}
@@ -169,12 +182,12 @@ func rulesExplain(env Env, args []string) int {
 	if rf.conn {
 		c := p.cs.Connect()
 		out := connJSON{
-			Kind: "conn", Engine: p.engine.String(), Mode: p.conn.Mode().String(),
+			Kind: "conn", Engine: p.engine.String(), Syntax: p.syntax.String(), Mode: p.conn.Mode().String(),
 			Errors: nonNil(p.conn.Errors()), Effective: nonNil(p.conn.Effective()), NeverRetried: []string{},
 			ConnectRetryCount: c.RetryCount, ConnectRetryInterval: c.RetryInterval, LoginTimeout: c.LoginTimeout,
 			Formatted: p.conn.String(),
 		}
-		for _, code := range crl.NeverRetried(p.engine) {
+		for _, code := range crl.NeverRetried(p.syntax) {
 			for _, named := range out.Effective {
 				if named == code {
 					out.NeverRetried = append(out.NeverRetried, code)
@@ -204,7 +217,7 @@ func rulesExplain(env Env, args []string) int {
 		}
 		return ExitOK
 	}
-	out := execJSON{Kind: "exec", Engine: p.engine.String(), FilterMode: p.mode.String(), Rules: []execRuleJSON{}, Formatted: p.exec.String()}
+	out := execJSON{Kind: "exec", Engine: p.engine.String(), Syntax: p.syntax.String(), FilterMode: p.mode.String(), Rules: []execRuleJSON{}, Formatted: p.exec.String()}
 	for _, e := range p.exec.Entries() {
 		out.Rules = append(out.Rules, execRuleJSON{Error: e.Error, Retries: e.Retries, WaitsSeconds: waitSeconds(e.Waits), Filter: nonNil(e.Filter)})
 	}
@@ -255,6 +268,9 @@ func rulesTest(env Env, args []string) int {
 	elapsed := fs.Float64("elapsed", 0, "with --conn: seconds since the first connect attempt started")
 	retryable := fs.Bool("retryable", false, "with --conn: the classifier's verdict, for codes the rules cannot name (dial, conn-reset…)")
 	pos, err := parseFlags(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return printHelp(env, rulesUsage, fs)
+	}
 	if err != nil {
 		return badInput(env, "rules test: %v", err)
 	}
@@ -277,7 +293,7 @@ func rulesTest(env Env, args []string) int {
 	f := sqlretry.Failure{
 		Op:        "rules test",
 		Statement: *stmt,
-		Class:     sqlretry.Class{Code: canonicalCode(p.engine, *code), Retryable: *retryable},
+		Class:     sqlretry.Class{Code: canonicalCode(p.syntax, *code), Retryable: *retryable},
 		Retry:     *attempt,
 		Elapsed:   time.Duration(*elapsed * float64(time.Second)),
 	}
@@ -305,8 +321,8 @@ func rulesTest(env Env, args []string) int {
 
 // canonicalCode writes a code as classifiers report it: a number without
 // leading zeros, a SQLSTATE upper-cased.
-func canonicalCode(e crl.Engine, code string) string {
-	if e == crl.PostgreSQL {
+func canonicalCode(s crl.Syntax, code string) string {
+	if s == crl.SQLState {
 		return strings.ToUpper(code)
 	}
 	if n, err := strconv.ParseUint(code, 10, 31); err == nil {

@@ -129,3 +129,46 @@ func TestRulesHumanOutput(t *testing.T) {
 		t.Errorf("explain: exit %d, output %q, want %q", code, out, want)
 	}
 }
+
+// TestOneEngineVocabulary: every subcommand that takes --engine reads it with
+// the one parser (aliases included), prints the canonical name, and lists
+// the names in its --help.
+func TestOneEngineVocabulary(t *testing.T) {
+	for _, c := range []struct {
+		alias, canonical string
+		classify         []string
+		rules            []string
+	}{
+		{"mssql", "sqlserver", []string{"1205"}, []string{"1205:3,1*2"}},
+		{"postgresql", "postgres", []string{"40P01"}, []string{"40P01:3,1*2"}},
+		{"crdb", "cockroach", []string{"40003"}, []string{"40001:3,1*2"}},
+		{"mariadb", "mysql", []string{"1213"}, []string{"1213:3,1*2"}},
+		{"sqlite3", "sqlite", []string{"5"}, []string{"5:3,1*2"}},
+	} {
+		code, out, errs := runCLI(append([]string{"classify", "--engine", c.alias, "--json"}, c.classify...)...)
+		if code != ExitOK || !strings.Contains(out, `"engine": "`+c.canonical+`"`) {
+			t.Errorf("classify --engine %s: exit %d, %s%s; want engine %q", c.alias, code, out, errs, c.canonical)
+		}
+		code, out, errs = runCLI(append([]string{"rules", "explain", "--engine", c.alias, "--json"}, c.rules...)...)
+		if code != ExitOK || !strings.Contains(out, `"engine": "`+c.canonical+`"`) {
+			t.Errorf("rules explain --engine %s: exit %d, %s%s; want engine %q", c.alias, code, out, errs, c.canonical)
+		}
+	}
+	// chaos drives three of them, and names the others it refuses.
+	code, _, errs := runCLI("chaos", "--engine", "mssql")
+	if code != ExitBadInput || !strings.Contains(errs, "--engine") || !strings.Contains(errs, "sqlserver is not supported here") {
+		t.Errorf("chaos --engine mssql: exit %d, stderr %q", code, errs)
+	}
+	for _, args := range [][]string{{"classify", "--help"}, {"rules", "help"}, {"chaos", "--help"}} {
+		_, out, _ := runCLI(args...)
+		for _, name := range []string{"postgres (postgresql, pg)", "mysql (mariadb)", "sqlite (sqlite3)"} {
+			if !strings.Contains(out, name) {
+				t.Errorf("%v: the help lacks %q", args, name)
+			}
+		}
+	}
+	_, out, _ := runCLI("rules", "explain", "--engine", "cockroachdb", "40001:1,1", "--json")
+	if !strings.Contains(out, `"syntax": "sqlstate"`) {
+		t.Errorf("rules explain --engine cockroachdb: want syntax sqlstate, got %s", out)
+	}
+}
