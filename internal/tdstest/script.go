@@ -40,10 +40,15 @@ var kindNames = [...]string{"statement", "prelogin", "login", "batch", "rpc", "b
 
 // String returns the kind's lower-case name, such as "commit".
 func (k Kind) String() string {
-	if int(k) < len(kindNames) {
-		return kindNames[k]
+	return enumName(kindNames[:], int(k), "Kind")
+}
+
+// enumName returns names[i], or typ(i) for a value without a name.
+func enumName(names []string, i int, typ string) string {
+	if i < len(names) {
+		return names[i]
 	}
-	return "Kind(" + strconv.Itoa(int(k)) + ")"
+	return typ + "(" + strconv.Itoa(i) + ")"
 }
 
 // matches reports whether a rule of kind k applies to a request of kind rk.
@@ -120,10 +125,7 @@ var faultNames = [...]string{"none", "drop", "drop-after-apply", "reset", "drop-
 
 // String returns the fault's name, such as "drop-after-apply".
 func (f Fault) String() string {
-	if int(f) < len(faultNames) {
-		return faultNames[f]
-	}
-	return "Fault(" + strconv.Itoa(int(f)) + ")"
+	return enumName(faultNames[:], int(f), "Fault")
 }
 
 // Error is a server error the responder sends as an ERROR token, [MS-TDS]
@@ -163,10 +165,7 @@ var columnTypeNames = [...]string{"nvarchar", "int", "bigint", "bit", "float"}
 
 // String returns the type's SQL name.
 func (t ColumnType) String() string {
-	if int(t) < len(columnTypeNames) {
-		return columnTypeNames[t]
-	}
-	return "ColumnType(" + strconv.Itoa(int(t)) + ")"
+	return enumName(columnTypeNames[:], int(t), "ColumnType")
 }
 
 // A Column describes one result column.

@@ -27,10 +27,7 @@ var txOutcomeNames = [...]string{"open", "committed", "rolled-back"}
 
 // String returns "open", "committed" or "rolled-back".
 func (o TxOutcome) String() string {
-	if int(o) < len(txOutcomeNames) {
-		return txOutcomeNames[o]
-	}
-	return "TxOutcome(" + strconv.Itoa(int(o)) + ")"
+	return enumName(txOutcomeNames[:], int(o), "TxOutcome")
 }
 
 // Tx is the responder's record of one transaction.
@@ -505,51 +502,17 @@ func withDefaults(e Error) Error {
 }
 
 func (s *Server) statement(c *conn, m message) bool {
-	var r Request
-	if m.typ == pktSQLBatch {
-		rd := reader{b: m.data}
-		rd.skipAllHeaders()
-		if rd.err == nil && len(rd.b)%2 != 0 {
-			rd.err = protoErr("SQL batch text of odd length %d", len(rd.b))
-		}
-		if rd.err != nil {
-			s.protocolError(c, rd.err)
-			return false
-		}
-		sql, _ := fromUCS2(rd.b)
-		r = Request{Kind: Batch, SQL: sql}
-	} else {
-		proc, sql, args, _, err := parseRPC(m.data)
-		if err != nil {
-			s.protocolError(c, err)
-			return false
-		}
-		r = Request{Kind: RPC, SQL: sql, Proc: proc, Args: args}
+	r, err := parseStatement(m)
+	if err != nil {
+		s.protocolError(c, err)
+		return false
 	}
 	r = s.record(c, r)
 	rep := s.decide(r)
-
-	var t tokens
 	if rep.Error != nil {
-		e := withDefaults(*rep.Error)
-		if applies(rep.Fault) && e.AbortsTx {
-			s.mu.Lock()
-			if c.tx != nil && c.tx.Outcome == TxOpen {
-				c.tx.Outcome, c.tx.Reason = TxRolledBack, "error "+strconv.Itoa(int(e.Number))
-				c.tx = nil
-				t.envBytes(envRollbackTran, nil, txBytes(c.txID))
-			}
-			s.mu.Unlock()
-		}
-		t.errorToken(e, ServerName)
-		if e.Fatal {
-			t.done(doneError|doneSrvErr, 0, 0)
-			s.finish(c, rep.Fault, t.b)
-			return false // the session is over; serve's exit rolls back an open transaction
-		}
-		t.done(doneError, 0, 0)
-		return s.finish(c, rep.Fault, t.b)
+		return s.failStatement(c, withDefaults(*rep.Error), rep.Fault)
 	}
+	var t tokens
 	if rep.Result != nil {
 		t.colMetadata(rep.Result.Columns)
 		for _, row := range rep.Result.Rows {
@@ -578,88 +541,156 @@ func (s *Server) statement(c *conn, m message) bool {
 	return s.finish(c, rep.Fault, t.b)
 }
 
+// parseStatement reads a SQL batch or an RPC as the script sees it.
+func parseStatement(m message) (Request, error) {
+	if m.typ == pktSQLBatch {
+		rd := reader{b: m.data}
+		rd.skipAllHeaders()
+		if rd.err == nil && len(rd.b)%2 != 0 {
+			rd.err = protoErr("SQL batch text of odd length %d", len(rd.b))
+		}
+		if rd.err != nil {
+			return Request{}, rd.err
+		}
+		sql, _ := fromUCS2(rd.b)
+		return Request{Kind: Batch, SQL: sql}, nil
+	}
+	proc, sql, args, _, err := parseRPC(m.data)
+	if err != nil {
+		return Request{}, err
+	}
+	return Request{Kind: RPC, SQL: sql, Proc: proc, Args: args}, nil
+}
+
+// failStatement answers a statement with the script's error e under fault
+// f. An error that aborts the transaction rolls it back first; a fatal one
+// ends the session.
+func (s *Server) failStatement(c *conn, e Error, f Fault) bool {
+	var t tokens
+	if applies(f) && e.AbortsTx {
+		s.mu.Lock()
+		if c.tx != nil && c.tx.Outcome == TxOpen {
+			s.endTxLocked(c, &t, TxRolledBack, "error "+strconv.Itoa(int(e.Number)))
+		}
+		s.mu.Unlock()
+	}
+	t.errorToken(e, ServerName)
+	if e.Fatal {
+		t.done(doneError|doneSrvErr, 0, 0)
+		s.finish(c, f, t.b)
+		return false // the session is over; serve's exit rolls back an open transaction
+	}
+	t.done(doneError, 0, 0)
+	return s.finish(c, f, t.b)
+}
+
 func txBytes(id uint64) []byte { return binary.LittleEndian.AppendUint64(nil, id) }
 
 func (s *Server) transMgr(c *conn, m message) bool {
-	rd := reader{b: m.data}
-	rd.skipAllHeaders()
-	typ := rd.u16()
-	if rd.err != nil {
-		s.protocolError(c, rd.err)
-		return false
-	}
-	var r Request
-	switch typ {
-	case tmBeginXact:
-		r = Request{Kind: Begin, SQL: "BEGIN TRANSACTION"}
-	case tmCommitXact:
-		r = Request{Kind: Commit, SQL: "COMMIT TRANSACTION"}
-	case tmRollbackXact:
-		r = Request{Kind: Rollback, SQL: "ROLLBACK TRANSACTION"}
-	default:
-		s.protocolError(c, protoErr("transaction manager request type %d not supported", typ))
+	r, err := parseTransMgr(m.data)
+	if err != nil {
+		s.protocolError(c, err)
 		return false
 	}
 	r = s.record(c, r)
 	rep := s.decide(r)
 	if rep.Error == nil && r.Kind != Begin && !r.InTx {
-		// What SQL Server answers when there is nothing to end.
-		if r.Kind == Commit {
-			rep.Error = &Error{Number: 3902, Class: 16, State: 1, Message: "The COMMIT TRANSACTION request has no corresponding BEGIN TRANSACTION."}
-		} else {
-			rep.Error = &Error{Number: 3903, Class: 16, State: 1, Message: "The ROLLBACK TRANSACTION request has no corresponding BEGIN TRANSACTION."}
-		}
+		rep.Error = nothingToEnd(r.Kind)
 	}
-
-	var t tokens
 	s.mu.Lock()
+	t := s.transMgrLocked(c, r.Kind, rep)
+	s.mu.Unlock()
+	return s.finish(c, rep.Fault, t.b)
+}
+
+// parseTransMgr reads a transaction manager request, [MS-TDS] 2.2.6.9.
+func parseTransMgr(b []byte) (Request, error) {
+	rd := reader{b: b}
+	rd.skipAllHeaders()
+	typ := rd.u16()
+	if rd.err != nil {
+		return Request{}, rd.err
+	}
+	switch typ {
+	case tmBeginXact:
+		return Request{Kind: Begin, SQL: "BEGIN TRANSACTION"}, nil
+	case tmCommitXact:
+		return Request{Kind: Commit, SQL: "COMMIT TRANSACTION"}, nil
+	case tmRollbackXact:
+		return Request{Kind: Rollback, SQL: "ROLLBACK TRANSACTION"}, nil
+	}
+	return Request{}, protoErr("transaction manager request type %d not supported", typ)
+}
+
+// nothingToEnd is what SQL Server answers a COMMIT or ROLLBACK (kind) when
+// there is no transaction to end.
+func nothingToEnd(kind Kind) *Error {
+	if kind == Commit {
+		return &Error{Number: 3902, Class: 16, State: 1, Message: "The COMMIT TRANSACTION request has no corresponding BEGIN TRANSACTION."}
+	}
+	return &Error{Number: 3903, Class: 16, State: 1, Message: "The ROLLBACK TRANSACTION request has no corresponding BEGIN TRANSACTION."}
+}
+
+// transMgrLocked applies a transaction manager request of kind, answered
+// by rep, to c's transaction, and returns the reply's tokens.
+func (s *Server) transMgrLocked(c *conn, kind Kind, rep Reply) tokens {
+	var t tokens
 	tx := c.tx
-	if tx != nil && r.Kind == Commit {
+	if tx != nil && kind == Commit {
 		tx.CommitSeen = true
 		tx.ReplyLost = rep.Fault != NoFault && rep.Fault != ResetAfterReply
 	}
 	switch {
 	case rep.Error != nil:
 		e := withDefaults(*rep.Error)
-		if applies(rep.Fault) && tx != nil && r.Kind != Begin {
-			tx.Outcome = TxRolledBack
-			if r.Kind == Commit {
-				tx.Reason = "commit failed: error " + strconv.Itoa(int(e.Number))
-			} else {
-				tx.Reason = "rollback failed: error " + strconv.Itoa(int(e.Number))
+		if applies(rep.Fault) && tx != nil && kind != Begin {
+			reason := "rollback failed: error "
+			if kind == Commit {
+				reason = "commit failed: error "
 			}
-			c.tx = nil
-			t.envBytes(envRollbackTran, nil, txBytes(c.txID))
+			s.endTxLocked(c, &t, TxRolledBack, reason+strconv.Itoa(int(e.Number)))
 		}
 		t.errorToken(e, ServerName)
 		t.done(doneError, 0, 0)
 	case !applies(rep.Fault):
-	case r.Kind == Begin:
-		if tx != nil && tx.Outcome == TxOpen {
-			// A nested BEGIN: SQL Server counts it in @@TRANCOUNT; one
-			// transaction is all go-mssqldb ever opens, so keep the outer one.
-			t.envBytes(envBeginTran, txBytes(c.txID), nil)
-		} else {
-			c.txID = uint64(c.id)<<32 | uint64(len(s.txs)+1)
-			c.tx = &Tx{Conn: c.id, Outcome: TxOpen}
-			s.txs = append(s.txs, c.tx)
-			t.envBytes(envBeginTran, txBytes(c.txID), nil)
-		}
+	case kind == Begin:
+		s.beginLocked(c, &t)
 		t.done(doneFinal, 0, 0)
-	case r.Kind == Commit:
-		tx.Outcome, tx.Reason = TxCommitted, "commit"
-		s.applied = append(s.applied, tx.Statements...)
-		c.tx = nil
-		t.envBytes(envCommitTran, nil, txBytes(c.txID))
+	case kind == Commit:
+		s.endTxLocked(c, &t, TxCommitted, "commit")
 		t.done(doneFinal, 0, 0)
-	case r.Kind == Rollback:
-		tx.Outcome, tx.Reason = TxRolledBack, "rollback"
-		c.tx = nil
-		t.envBytes(envRollbackTran, nil, txBytes(c.txID))
+	case kind == Rollback:
+		s.endTxLocked(c, &t, TxRolledBack, "rollback")
 		t.done(doneFinal, 0, 0)
 	}
-	s.mu.Unlock()
-	return s.finish(c, rep.Fault, t.b)
+	return t
+}
+
+// beginLocked opens a transaction on c and appends the ENVCHANGE that tells
+// go-mssqldb its descriptor.
+func (s *Server) beginLocked(c *conn, t *tokens) {
+	// A nested BEGIN: SQL Server counts it in @@TRANCOUNT; one transaction
+	// is all go-mssqldb ever opens, so keep the outer one.
+	if c.tx == nil || c.tx.Outcome != TxOpen {
+		c.txID = uint64(c.id)<<32 | uint64(len(s.txs)+1)
+		c.tx = &Tx{Conn: c.id, Outcome: TxOpen}
+		s.txs = append(s.txs, c.tx)
+	}
+	t.envBytes(envBeginTran, txBytes(c.txID), nil)
+}
+
+// endTxLocked ends c's transaction with outcome (for reason) and appends the
+// ENVCHANGE by which go-mssqldb learns that it ended. A commit makes its
+// statements applied.
+func (s *Server) endTxLocked(c *conn, t *tokens, outcome TxOutcome, reason string) {
+	c.tx.Outcome, c.tx.Reason = outcome, reason
+	env := byte(envRollbackTran)
+	if outcome == TxCommitted {
+		s.applied = append(s.applied, c.tx.Statements...)
+		env = envCommitTran
+	}
+	c.tx = nil
+	t.envBytes(env, nil, txBytes(c.txID))
 }
 
 var _ io.Closer = (*Server)(nil)

@@ -496,33 +496,19 @@ func (r *reader) take(n int) []byte {
 	return v
 }
 
-func (r *reader) u8() byte {
-	if v := r.take(1); v != nil {
-		return v[0]
+// fixed takes n bytes, or once the reader has failed n zero bytes, so that
+// the fixed-size reads below read 0 after a failure.
+func (r *reader) fixed(n int) []byte {
+	if v := r.take(n); v != nil {
+		return v
 	}
-	return 0
+	return make([]byte, n)
 }
 
-func (r *reader) u16() uint16 {
-	if v := r.take(2); v != nil {
-		return binary.LittleEndian.Uint16(v)
-	}
-	return 0
-}
-
-func (r *reader) u32() uint32 {
-	if v := r.take(4); v != nil {
-		return binary.LittleEndian.Uint32(v)
-	}
-	return 0
-}
-
-func (r *reader) u64() uint64 {
-	if v := r.take(8); v != nil {
-		return binary.LittleEndian.Uint64(v)
-	}
-	return 0
-}
+func (r *reader) u8() byte    { return r.fixed(1)[0] }
+func (r *reader) u16() uint16 { return binary.LittleEndian.Uint16(r.fixed(2)) }
+func (r *reader) u32() uint32 { return binary.LittleEndian.Uint32(r.fixed(4)) }
+func (r *reader) u64() uint64 { return binary.LittleEndian.Uint64(r.fixed(8)) }
 
 func (r *reader) ucs2(chars int) string {
 	b := r.take(2 * chars)
