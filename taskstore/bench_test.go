@@ -12,7 +12,8 @@ import (
 func BenchmarkPersist(b *testing.B) {
 	for _, naive := range []bool{false, true} {
 		b.Run(map[bool]string{false: "safe", true: "naive"}[naive], func(b *testing.B) {
-			s, _ := newStore(b, SQLite, nil, Options{Naive: naive})
+			s, _ := newStore(b, SQLite, nil, Options{})
+			s.naive = naive
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {

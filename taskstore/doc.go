@@ -102,9 +102,10 @@
 // cancelled, failed) and the handler starts; [Store.Check] compares it with
 // the database and counts violations: tasks lost, duplicated, runs counted
 // twice, audit rows that do not match transitions, job attempts burned by
-// storage retries. Options.Naive builds the unsafe store the seeds warn
-// about (blind replay, seed 002's CAS that does not consume its token),
-// only to show that damage.
+// storage retries. The unsafe store the seeds warn about (blind replay,
+// seed 002's CAS that does not consume its token), which the chaos command
+// sets beside this one to show that damage, is not part of this package's
+// API: only this repository's internal/naivestore can build it.
 //
 // A Store is safe for concurrent use by multiple goroutines.
 package taskstore

@@ -6,11 +6,17 @@ import (
 	"time"
 
 	"github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/internal/naivestore/hook"
 )
 
-// This file holds the unsafe shapes of Options.Naive. They exist only so the
-// chaos command can show the damage a blind replay does; every one of them is
-// what the seeds say not to do.
+// This file holds the unsafe shapes of the blind-replay store, which only
+// internal/naivestore can build (for `sqlretry chaos --compare naive`). They
+// exist only so the chaos command can show the damage a blind replay does;
+// every one of them is what the seeds say not to do.
+
+func init() {
+	hook.Enable = func(store any) { store.(*Store).naive = true }
+}
 
 // naivePersist replays the INSERT after any retryable failure and reads a
 // duplicate key on a replay as "already inserted", whatever constraint fired

@@ -123,10 +123,11 @@ func TestNaiveShowsDamage(t *testing.T) {
 						}
 						defer db.Close()
 						l := NewLedger()
-						s, err := New(db, d, Options{Policy: fastPolicy(t, d, 5*time.Second), Ledger: l, Naive: naive, Now: newClock().Now})
+						s, err := New(db, d, Options{Policy: fastPolicy(t, d, 5*time.Second), Ledger: l, Now: newClock().Now})
 						if err != nil {
 							t.Fatal(err)
 						}
+						s.naive = naive
 						err = tt.run(t, s, plan)
 						if hits := plan.Counts().Total(); hits == 0 {
 							t.Fatalf("the fault was never injected")

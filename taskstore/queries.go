@@ -77,7 +77,7 @@ func queriesFor(d Dialect) *queries {
 		// UPDATE holds until its transaction ends.
 		lockTask: `SELECT id FROM tasks WHERE id = ? {share}`,
 
-		// Seed 002's unsafe shapes, for Options.Naive only.
+		// Seed 002's unsafe shapes, for the blind-replay store only (naive.go).
 		naiveAdvance: `UPDATE tasks SET current_run_count = current_run_count + 1, advanced_by = ?
 			WHERE id = ? AND schedule_version = ? AND (max_runs = 0 OR current_run_count < max_runs)`,
 		naiveSetStatus: `UPDATE tasks SET status = ?, last_execution_us = ? WHERE id = ?`,

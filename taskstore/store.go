@@ -94,17 +94,6 @@ type Options struct {
 	// Ledger, if set, records what every write told its caller, for
 	// [Store.Check].
 	Ledger *Ledger
-	// Naive turns the store into the unsafe store the seeds warn about, and
-	// exists ONLY to demonstrate the failure (the chaos command's naive
-	// mode): every write is replayed blindly after any retryable error, as
-	// EF Core's EnableRetryOnFailure does, with no verify; a duplicate key on
-	// a replayed Persist is read as "already inserted" whatever constraint
-	// fired; SetStatus, Start and Complete are unguarded and insert a fresh
-	// audit row each time they run (the unique transition id then makes the
-	// replay fail, so a write that landed is reported failed); and AdvanceRun takes seed 002's shape
-	// that guards on the schedule version without consuming it. Never use
-	// it for real data.
-	Naive bool
 }
 
 // Store is the task storage. It is safe for concurrent use by multiple
@@ -120,7 +109,7 @@ type Store struct {
 	now     func() time.Time
 	newID   func() string
 	ledger  *Ledger
-	naive   bool
+	naive   bool // the blind-replay store (naive.go), set only through internal/naivestore
 }
 
 // New returns a Store on db for dialect d. It does not touch the database:
@@ -141,7 +130,7 @@ func New(db *sql.DB, d Dialect, o Options) (*Store, error) {
 		return nil, errors.New("taskstore: Options.RecoverBatch must be >= 0")
 	}
 	s := &Store{db: db, dialect: d, q: queriesFor(d), pol: o.Policies, ttl: o.LeaseTTL, maxAtt: o.MaxAttempts,
-		batch: o.RecoverBatch, now: o.Now, newID: o.NewID, ledger: o.Ledger, naive: o.Naive}
+		batch: o.RecoverBatch, now: o.Now, newID: o.NewID, ledger: o.Ledger}
 	def := o.Policy
 	if def == nil {
 		var err error
@@ -180,9 +169,6 @@ func (s *Store) Dialect() Dialect { return s.dialect }
 
 // Ledger returns the ledger the store records into, nil if none.
 func (s *Store) Ledger() *Ledger { return s.ledger }
-
-// Naive reports whether the store is the unsafe demonstration store.
-func (s *Store) Naive() bool { return s.naive }
 
 func randomID() string {
 	var b [16]byte

@@ -144,8 +144,8 @@ type Config struct {
 	// nil means all of them.
 	Kinds  []faults.Kind
 	Policy PolicyConfig
-	// Naive runs the store in its unsafe blind-replay mode (taskstore
-	// Options.Naive): the comparison run of --compare naive.
+	// Naive runs the unsafe blind-replay store (internal/naivestore): the
+	// comparison run of --compare naive.
 	Naive bool
 	// NoProxy turns off the wire-level proxy a run against a server puts
 	// between the driver and the server.

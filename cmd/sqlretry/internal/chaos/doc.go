@@ -28,8 +28,8 @@
 // server; as an outage starts it resets every established connection, and
 // new ones are refused until it ends.
 //
-// With Config.Naive the store replays blindly (taskstore Options.Naive, what
-// a retry-everything policy does); the same seed gives the same fault plan,
+// With Config.Naive the store replays blindly (internal/naivestore, what a
+// retry-everything policy does); the same seed gives the same fault plan,
 // so the naive run's damage can be set beside the safe run's zero.
 //
 // The workers' series have a small MaxRuns and are renewed as they

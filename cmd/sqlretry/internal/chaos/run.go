@@ -15,6 +15,7 @@ import (
 	"github.com/sqlretry/sqlretry"
 	"github.com/sqlretry/sqlretry/cmd/sqlretry/internal/engine"
 	"github.com/sqlretry/sqlretry/faults"
+	"github.com/sqlretry/sqlretry/internal/naivestore"
 	"github.com/sqlretry/sqlretry/taskstore"
 )
 
@@ -150,7 +151,11 @@ func run(ctx context.Context, cfg Config) (*RunReport, error) {
 	// a task leased at the end was leased by a claim, not recovered.
 	ttl := max(time.Minute, 4*cfg.Duration)
 	d := dialect(cfg.Engine)
-	h.store, err = taskstore.New(h.db, d, taskstore.Options{Policy: h.pol, Ledger: h.ledger, Naive: cfg.Naive, LeaseTTL: ttl, Now: cfg.Now, MaxAttempts: 5})
+	newStore := taskstore.New
+	if cfg.Naive {
+		newStore = naivestore.New
+	}
+	h.store, err = newStore(h.db, d, taskstore.Options{Policy: h.pol, Ledger: h.ledger, LeaseTTL: ttl, Now: cfg.Now, MaxAttempts: 5})
 	if err != nil {
 		return nil, err
 	}
