@@ -9,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // mariadbDefaults are the throwaway MariaDB server's settings: small and
@@ -95,71 +94,70 @@ func StartMariaDBWith(t testing.TB, opts Options) *Server {
 		asRoot = []string{"--user=root"}
 	}
 	tmpl, err := cachedTemplate("mariadb", version+"\x00"+server, func(dir string) error {
-		data := filepath.Join(dir, "data")
-		args := []string{"--no-defaults", "--auth-root-authentication-method=normal", "--skip-test-db",
-			"--datadir=" + data}
-		args = append(args, asRoot...)
-		for _, k := range mariadbInstallKeys {
-			args = append(args, "--"+k+"="+mariadbDefaults[k])
-		}
-		if err := run(nil, "", install, args...); err != nil {
-			return err
-		}
-		// Bootstrap mode creates the test database without a listener.
-		boot := []string{"--no-defaults", "--bootstrap", "--datadir=" + data, "--skip-log-bin"}
-		boot = append(boot, asRoot...)
-		for _, k := range mariadbInstallKeys {
-			boot = append(boot, "--"+k+"="+mariadbDefaults[k])
-		}
-		return run(nil, "CREATE DATABASE test;\n", server, boot...)
+		return initMariaDB(filepath.Join(dir, "data"), server, install, asRoot)
 	})
 	if err != nil {
 		t.Fatalf("dbtest: initialise MariaDB template: %v", err)
 	}
-	dir, err := os.MkdirTemp("", "sqlretry-my-")
-	if err != nil {
-		t.Fatalf("dbtest: %v", err)
-	}
-	data := filepath.Join(dir, "data")
-	copyStart := time.Now()
-	if err := copyTree(filepath.Join(tmpl, "data"), data); err != nil {
-		os.RemoveAll(dir)
-		t.Fatalf("dbtest: %v", err)
-	}
+	dir, copyTime := serverDir(t, "sqlretry-my-", tmpl, nil)
 	extra := make(map[string]string, len(opts.Settings))
 	for k, v := range opts.Settings {
 		extra[strings.ReplaceAll(k, "_", "-")] = v // max_connections and max-connections are one option
 	}
-	settings := mergeSettings(mariadbDefaults, extra)
 	s := &Server{
-		kind:    "MariaDB",
-		dir:     dir,
-		logPath: filepath.Join(dir, "server.log"),
-		driver:  "mysql",
-		stopSig: syscall.SIGTERM, // normal shutdown
-		argv: func(port int) []string {
-			args := []string{server, "--no-defaults"}
-			args = append(args, asRoot...)
-			args = append(args,
-				"--datadir="+data,
-				"--tmpdir="+dir,
-				"--socket="+filepath.Join(dir, "mysqld.sock"),
-				"--pid-file="+filepath.Join(dir, "mysqld.pid"),
-				"--port="+strconv.Itoa(port),
-				"--bind-address=127.0.0.1")
-			for _, kv := range settings {
-				if kv[1] == "" {
-					args = append(args, "--"+kv[0])
-				} else {
-					args = append(args, "--"+kv[0]+"="+kv[1])
-				}
-			}
-			return args
-		},
+		kind:     "MariaDB",
+		dir:      dir,
+		logPath:  filepath.Join(dir, "server.log"),
+		driver:   "mysql",
+		stopSig:  syscall.SIGTERM, // normal shutdown
+		argv:     mariadbArgv(server, dir, asRoot, mergeSettings(mariadbDefaults, extra)),
+		copyTime: copyTime,
 		dsn: func(port int) string {
 			return fmt.Sprintf("root@tcp(127.0.0.1:%d)/test?parseTime=true", port)
 		},
 	}
-	s.copyTime = time.Since(copyStart)
 	return launch(t, s)
+}
+
+// initMariaDB initialises a template data directory: root without a
+// password and an empty database test.
+func initMariaDB(data, server, install string, asRoot []string) error {
+	var innodb []string // the settings InnoDB checks its files against
+	for _, k := range mariadbInstallKeys {
+		innodb = append(innodb, "--"+k+"="+mariadbDefaults[k])
+	}
+	args := []string{"--no-defaults", "--auth-root-authentication-method=normal", "--skip-test-db",
+		"--datadir=" + data}
+	args = append(args, asRoot...)
+	if err := run(nil, "", install, append(args, innodb...)...); err != nil {
+		return err
+	}
+	// Bootstrap mode creates the test database without a listener.
+	boot := []string{"--no-defaults", "--bootstrap", "--datadir=" + data, "--skip-log-bin"}
+	boot = append(boot, asRoot...)
+	return run(nil, "CREATE DATABASE test;\n", server, append(boot, innodb...)...)
+}
+
+// mariadbArgv returns the command line of a server on dir/data with its
+// socket, pid file and temporary files in dir.
+func mariadbArgv(server, dir string, asRoot []string, settings [][2]string) func(port int) []string {
+	return func(port int) []string {
+		args := []string{server, "--no-defaults"}
+		args = append(args, asRoot...)
+		args = append(args,
+			"--datadir="+filepath.Join(dir, "data"),
+			"--tmpdir="+dir,
+			"--socket="+filepath.Join(dir, "mysqld.sock"),
+			"--pid-file="+filepath.Join(dir, "mysqld.pid"),
+			"--port="+strconv.Itoa(port),
+			"--bind-address=127.0.0.1")
+		for _, kv := range settings {
+			if kv[1] == "" {
+				args = append(args, "--"+kv[0])
+			} else {
+				args = append(args, "--"+kv[0]+"="+kv[1])
+			}
+		}
+		return args
+	}
 }

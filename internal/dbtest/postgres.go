@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // postgresDefaults are the throwaway PostgreSQL server's settings: fast and
@@ -113,57 +112,52 @@ func StartPostgresWith(t testing.TB, opts Options) *Server {
 		return nil
 	}
 	tmpl, err := cachedTemplate("postgres", version+"\x00"+bin, func(dir string) error {
-		if err := chownTo(dir, cred); err != nil {
-			return err
-		}
-		data := filepath.Join(dir, "data")
-		// No database besides initdb's three: every database is about
-		// 7.5 MB more to copy for each server.
-		return run(cred, "", filepath.Join(bin, "initdb"), "-D", data, "-A", "trust", "-U", "postgres",
-			"-E", "UTF8", "--no-locale", "--no-sync", "--wal-segsize=1", "--no-instructions")
+		return initPostgres(dir, bin, cred)
 	})
 	if err != nil {
 		t.Fatalf("dbtest: initialise PostgreSQL template: %v", err)
 	}
-	dir, err := os.MkdirTemp("", "sqlretry-pg-")
-	if err != nil {
-		t.Fatalf("dbtest: %v", err)
-	}
-	// The server (running as postgres) creates its socket and lock file here.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatalf("dbtest: %v", err)
-	}
-	if err := chownTo(dir, cred); err != nil {
-		t.Fatalf("dbtest: %v", err)
-	}
-	data := filepath.Join(dir, "data")
-	copyStart := time.Now()
-	if err := copyTree(filepath.Join(tmpl, "data"), data); err != nil {
-		os.RemoveAll(dir)
-		t.Fatalf("dbtest: %v", err)
-	}
-	settings := mergeSettings(postgresDefaults, opts.Settings)
+	dir, copyTime := serverDir(t, "sqlretry-pg-", tmpl, cred)
 	s := &Server{
-		kind:    "PostgreSQL",
-		dir:     dir,
-		logPath: filepath.Join(dir, "server.log"),
-		driver:  "pgx",
-		cred:    cred,
-		stopSig: syscall.SIGINT, // fast shutdown
-		argv: func(port int) []string {
-			args := []string{postgres, "-D", data,
-				"-c", "listen_addresses=127.0.0.1",
-				"-c", "port=" + strconv.Itoa(port),
-				"-c", "unix_socket_directories=" + dir}
-			for _, kv := range settings {
-				args = append(args, "-c", kv[0]+"="+kv[1])
-			}
-			return args
-		},
+		kind:     "PostgreSQL",
+		dir:      dir,
+		logPath:  filepath.Join(dir, "server.log"),
+		driver:   "pgx",
+		cred:     cred,
+		stopSig:  syscall.SIGINT, // fast shutdown
+		argv:     postgresArgv(postgres, dir, mergeSettings(postgresDefaults, opts.Settings)),
+		copyTime: copyTime,
 		dsn: func(port int) string {
 			return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
 		},
 	}
-	s.copyTime = time.Since(copyStart)
 	return launch(t, s)
+}
+
+// initPostgres initialises a template data directory, dir/data, owned by
+// cred's user.
+func initPostgres(dir, bin string, cred *syscall.Credential) error {
+	if err := chownTo(dir, cred); err != nil {
+		return err
+	}
+	data := filepath.Join(dir, "data")
+	// No database besides initdb's three: every database is about
+	// 7.5 MB more to copy for each server.
+	return run(cred, "", filepath.Join(bin, "initdb"), "-D", data, "-A", "trust", "-U", "postgres",
+		"-E", "UTF8", "--no-locale", "--no-sync", "--wal-segsize=1", "--no-instructions")
+}
+
+// postgresArgv returns the command line of a server on dir/data with its
+// socket in dir.
+func postgresArgv(postgres, dir string, settings [][2]string) func(port int) []string {
+	return func(port int) []string {
+		args := []string{postgres, "-D", filepath.Join(dir, "data"),
+			"-c", "listen_addresses=127.0.0.1",
+			"-c", "port=" + strconv.Itoa(port),
+			"-c", "unix_socket_directories=" + dir}
+		for _, kv := range settings {
+			args = append(args, "-c", kv[0]+"="+kv[1])
+		}
+		return args
+	}
 }

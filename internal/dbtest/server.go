@@ -468,6 +468,30 @@ func cachedTemplate(kind, key string, build func(dir string) error) (string, err
 	return final, nil
 }
 
+// serverDir makes a throwaway server's private directory and copies the
+// template's data directory into it. It returns the directory and how long
+// the copy took.
+func serverDir(t testing.TB, prefix, tmpl string, cred *syscall.Credential) (string, time.Duration) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
+	// The server (running as cred's user) creates its socket and lock file here.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
+	if err := chownTo(dir, cred); err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
+	start := time.Now()
+	if err := copyTree(filepath.Join(tmpl, "data"), filepath.Join(dir, "data")); err != nil {
+		os.RemoveAll(dir)
+		t.Fatalf("dbtest: %v", err)
+	}
+	return dir, time.Since(start)
+}
+
 // copyTree copies src to dst (which must not exist) preserving modes and
 // owners.
 func copyTree(src, dst string) error {
