@@ -57,7 +57,10 @@ func textShape(text string) (multi, opaque, txControl bool) {
 		// Transaction control is what Session.After can act on, and it
 		// reads the text with the shared lexer.
 		m, o, c := shapeIn(text, anyDialect)
-		txControl = c
+		// A word of transaction control only some engine's reading shows
+		// (MySQL runs /*!START TRANSACTION*/) is transaction control too:
+		// Session.After then takes the session as Unsure.
+		txControl = c || hiddenTxControl(text) || execComment(text)
 		opaque = opaque || o
 		if opaque {
 			multi = m
@@ -93,9 +96,9 @@ func shapeIn(text string, d dialect) (multi, opaque, txControl bool) {
 			if n.kind == tokEOF || n.kind == tokInvalid {
 				return parts > 1 || l.unsure && d != anyDialect, opaque, txControl
 			}
-			if n.kind == tokWord {
+			if n.kind == tokWord || n.kind == tokQuoted {
 				for _, w := range txWords {
-					if l.is(n, w) {
+					if l.isNameAny(n, w) {
 						txControl = true
 						if w == "exec" || w == "execute" {
 							opaque = true

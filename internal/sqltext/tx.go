@@ -1,5 +1,7 @@
 package sqltext
 
+import "strings"
+
 // Session is what the SQL text a connection has run says about its
 // transaction state. The zero Session is a session known to be in
 // autocommit mode with no transaction open: the only state in which a
@@ -58,6 +60,39 @@ func (s Session) Pinned() bool {
 	return s.open || s.manual || s.txUnsure || s.modeOff || s.lost
 }
 
+// hidden reports whether the session's engine may read in text a word of
+// transaction control the shared reading does not see: a dialect's quoting
+// (a BEGIN after a string MySQL ends elsewhere), or a MySQL executable
+// comment, whose body MySQL and MariaDB run (/*! START TRANSACTION */,
+// /*!40101 SET autocommit=0 */).
+func (s Session) hidden(text string) bool {
+	mysql := s.engine == AnyEngine || s.engine == MySQL
+	if mysql && execComment(text) {
+		return true
+	}
+	if !divergent(text) {
+		return false
+	}
+	if _, _, c := shapeIn(text, anyDialect); c {
+		return false
+	}
+	for d := dlPostgres; d < numDialects; d++ {
+		if s.engine == AnyEngine || s.engine == Postgres && d.postgres() || mysql && d.mysql() ||
+			s.engine == SQLServer && d == dlSQLServer || s.engine == SQLite && d == dlSQLite {
+			if _, _, c := shapeIn(text, d); c {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// execComment reports whether text may hold a MySQL executable comment
+// (/*! … */, MariaDB's /*M! … */), whose body MySQL runs as code.
+func execComment(text string) bool {
+	return strings.Contains(text, "/*!") || strings.Contains(text, "/*M!") || strings.Contains(text, "/*m!")
+}
+
 // MayAutocommit reports whether a statement run now may commit as it ends:
 // no transaction is known to be open and autocommit is not known to be off
 // (an Unsure session may be in autocommit mode).
@@ -81,10 +116,11 @@ func (s Session) After(text string, failed bool) Session {
 		s, c, m = s.apply(l, first)
 		tx, mode = tx || c, mode || m
 	})
-	if stray {
+	if stray || s.hidden(text) {
 		// A word of transaction control inside a statement (a T-SQL batch
-		// with no ";", SQLite's INSERT OR ROLLBACK, ON COMMIT DROP): what it
-		// did to the session cannot be read from the text.
+		// with no ";", SQLite's INSERT OR ROLLBACK, ON COMMIT DROP), or one
+		// only some engine's reading shows (MySQL's /*!…*/): what it did to
+		// the session cannot be read from the text.
 		s.txUnsure, s.modeOff = true, true
 	}
 	if failed && tx {
@@ -500,11 +536,13 @@ func forEachStatement(text string, fn func(l *lexer, first token)) (stray bool) 
 // stand, since a T-SQL batch needs no ";" between statements; txStarts only
 // at the start of a statement.
 var txWords = [...]string{"begin", "commit", "rollback", "exec", "execute",
-	"implicit_transactions", "ansi_defaults", "savepoint", "autocommit"}
+	"implicit_transactions", "ansi_defaults", "savepoint", "autocommit", "completion_type", "transaction"}
 
 // txStray is how many of txWords count inside a statement: SAVEPOINT stands
 // inside ROLLBACK TO SAVEPOINT and RELEASE SAVEPOINT, autocommit inside
-// SELECT @@autocommit, and a T-SQL batch can set neither.
+// SELECT @@autocommit, TRANSACTION inside SET TRANSACTION and SET STATEMENT
+// … FOR START TRANSACTION (which Session.set reads), and a T-SQL batch can
+// set none of them.
 const txStray = 7
 
 // SET is transaction control only when it names autocommit,

@@ -100,6 +100,10 @@ func TestSessionAfter(t *testing.T) {
 		{Session{engine: SQLServer}, "EXEC p", false, "idle"},
 		{Session{engine: SQLServer}, "EXEC p", true, "unsure"},
 		{Session{engine: MySQL}, "CALL p()", false, "unsure"},
+		{Session{engine: Postgres}, "DO $$BEGIN COMMIT; END$$", false, "idle"},
+		{Session{}, "/*!START TRANSACTION*/", false, "unsure"},
+		{Session{engine: MySQL}, "/*!40101 SET autocommit=0 */", false, "unsure"},
+		{Session{engine: Postgres}, "SELECT 1 /*!x*/", false, "idle"},
 		{manual, "SET autocommit = 1", false, "idle"},
 		{manual, "COMMIT", false, "manual"},
 		{Session{open: true, manual: true}, "SET autocommit=1", false, "idle"},
@@ -139,7 +143,9 @@ func TestAnalyzeShape(t *testing.T) {
 		{"INSERT INTO t VALUES (1); UPDATE t SET x = 1", true, false, false},
 		{"INSERT INTO t VALUES (';')", false, false, false},
 		{"CALL p()", false, true, true},
-		{"DO $$BEGIN COMMIT; END$$", false, true, false},
+		// MySQL reads "$$" otherwise, and sees BEGIN and COMMIT: the text is
+		// transaction control for a session whose engine may be MySQL.
+		{"DO $$BEGIN COMMIT; END$$", false, true, true},
 		{"EXEC sp_x", false, true, true},
 		{"BEGIN", false, false, true},
 		{"BEGIN TRY SELECT 1 END TRY BEGIN CATCH END CATCH", false, true, true},
