@@ -260,27 +260,36 @@ func (c dsnConnector) Driver() driver.Driver                        { return c.d
 // pingTimeout bounds the check that a DSN's server answers.
 const pingTimeout = 10 * time.Second
 
+// scratch reaches the server through admin and creates the run's own schema
+// or database (kind) named name, dropped (with dropSuffix) at cleanup, when
+// admin is closed too.
+func (t *target) scratch(ctx context.Context, admin *sql.DB, server, kind, name, dropSuffix string) error {
+	t.cleanup = append(t.cleanup, func() { _ = admin.Close() })
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	if err := admin.PingContext(pctx); err != nil {
+		return inputErr("--dsn", fmt.Errorf("cannot reach %s: %w", server, err))
+	}
+	if _, err := admin.ExecContext(pctx, "CREATE "+strings.ToUpper(kind)+" "+name); err != nil {
+		return inputErr("--dsn", fmt.Errorf("cannot create %s %s: %w", kind, name, err))
+	}
+	t.cleanup = append(t.cleanup, func() {
+		dctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
+		defer cancel()
+		_, _ = admin.ExecContext(dctx, "DROP "+strings.ToUpper(kind)+" IF EXISTS "+name+dropSuffix)
+	})
+	return nil
+}
+
 func (t *target) openPostgres(ctx context.Context, c Config, label string) error {
 	cfg, err := pgx.ParseConfig(c.DSN)
 	if err != nil {
 		return inputErr("--dsn", err)
 	}
-	admin := stdlib.OpenDB(*cfg.Copy())
-	t.cleanup = append(t.cleanup, func() { _ = admin.Close() })
-	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
-	defer cancel()
-	if err := admin.PingContext(pctx); err != nil {
-		return inputErr("--dsn", fmt.Errorf("cannot reach PostgreSQL: %w", err))
-	}
 	schema := "sqlretry_chaos_" + label + "_" + randomSuffix()
-	if _, err := admin.ExecContext(pctx, "CREATE SCHEMA "+schema); err != nil {
-		return inputErr("--dsn", fmt.Errorf("cannot create schema %s: %w", schema, err))
+	if err := t.scratch(ctx, stdlib.OpenDB(*cfg.Copy()), "PostgreSQL", "schema", schema, " CASCADE"); err != nil {
+		return err
 	}
-	t.cleanup = append(t.cleanup, func() {
-		dctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
-		defer cancel()
-		_, _ = admin.ExecContext(dctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
-	})
 	run := cfg.Copy()
 	if run.RuntimeParams == nil {
 		run.RuntimeParams = map[string]string{}
@@ -314,22 +323,10 @@ func (t *target) openMySQL(ctx context.Context, c Config, label string) error {
 	if err != nil {
 		return inputErr("--dsn", err)
 	}
-	admin := sql.OpenDB(ac)
-	t.cleanup = append(t.cleanup, func() { _ = admin.Close() })
-	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
-	defer cancel()
-	if err := admin.PingContext(pctx); err != nil {
-		return inputErr("--dsn", fmt.Errorf("cannot reach MySQL: %w", err))
-	}
 	dbName := "sqlretry_chaos_" + label + "_" + randomSuffix()
-	if _, err := admin.ExecContext(pctx, "CREATE DATABASE "+dbName); err != nil {
-		return inputErr("--dsn", fmt.Errorf("cannot create database %s: %w", dbName, err))
+	if err := t.scratch(ctx, sql.OpenDB(ac), "MySQL", "database", dbName, ""); err != nil {
+		return err
 	}
-	t.cleanup = append(t.cleanup, func() {
-		dctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
-		defer cancel()
-		_, _ = admin.ExecContext(dctx, "DROP DATABASE IF EXISTS "+dbName)
-	})
 	run := cfg.Clone()
 	run.DBName = dbName
 	// The driver logs every broken connection; the report counts them.

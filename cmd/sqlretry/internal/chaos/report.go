@@ -213,6 +213,17 @@ func (h *harness) finish(ctx context.Context) (*RunReport, error) {
 	if n := counts.Faults[faults.Latency]; n > 0 {
 		r.Faults[string(faults.Latency)] = n
 	}
+	h.reportShapes(r)
+	h.reportOutages(r, counts)
+	r.Invariants = Invariants{Lost: chk.Lost, Duplicated: chk.Duplicated, DoubleCounted: chk.DoubleCounted,
+		AuditMismatch: chk.AuditMismatch, JobAttemptsBurned: chk.JobAttemptsBurned, LostClaims: lostClaims,
+		EndedEarly: chk.EndedEarly, UncountedStarts: chk.UncountedStarts, Misreported: chk.Misreported}
+	r.OK = r.Invariants.Total() == 0
+	return r, nil
+}
+
+// reportShapes fills in r's per-shape counts and latencies.
+func (h *harness) reportShapes(r *RunReport) {
 	var all []time.Duration
 	for i, s := range h.shapes {
 		s.mu.Lock()
@@ -231,7 +242,11 @@ func (h *harness) finish(ctx context.Context) (*RunReport, error) {
 	}
 	slices.Sort(all)
 	r.Latency = Latency{P50MS: ms(percentile(all, 0.5)), P99MS: ms(percentile(all, 0.99))}
+}
 
+// reportOutages fills in r's outage windows, their amplification and
+// recovery, the refusals, the samples and the wire proxy's counts.
+func (h *harness) reportOutages(r *RunReport, counts faults.Counts) {
 	h.mu.Lock()
 	var worst time.Duration
 	proxyOutage := 0
@@ -274,12 +289,6 @@ func (h *harness) finish(ctx context.Context) (*RunReport, error) {
 	if never {
 		r.Outage.RecoveryMS = -1
 	}
-
-	r.Invariants = Invariants{Lost: chk.Lost, Duplicated: chk.Duplicated, DoubleCounted: chk.DoubleCounted,
-		AuditMismatch: chk.AuditMismatch, JobAttemptsBurned: chk.JobAttemptsBurned, LostClaims: lostClaims,
-		EndedEarly: chk.EndedEarly, UncountedStarts: chk.UncountedStarts, Misreported: chk.Misreported}
-	r.OK = r.Invariants.Total() == 0
-	return r, nil
 }
 
 // policyReport is the policy c's run applies: its settings with zeros

@@ -140,33 +140,10 @@ func run(ctx context.Context, cfg Config) (*RunReport, error) {
 	h.db.SetMaxOpenConns(cfg.Workers + 4)
 	h.db.SetMaxIdleConns(cfg.Workers + 4)
 
-	pc, err := cfg.policyConfig(sqlretry.ObserverFunc(h.observe))
-	if err != nil {
-		return nil, err
-	}
-	if h.pol, err = sqlretry.New(pc); err != nil {
-		return nil, err
-	}
-	// Leases outlive the run: no lease expires while the workload runs, so
-	// a task leased at the end was leased by a claim, not recovered.
-	ttl := max(time.Minute, 4*cfg.Duration)
-	d := dialect(cfg.Engine)
-	newStore := taskstore.New
-	if cfg.Naive {
-		newStore = naivestore.New
-	}
-	h.store, err = newStore(h.db, d, taskstore.Options{Policy: h.pol, Ledger: h.ledger, LeaseTTL: ttl, Now: cfg.Now, MaxAttempts: 5})
-	if err != nil {
-		return nil, err
-	}
-	h.setup, err = taskstore.New(h.db, d, taskstore.Options{LeaseTTL: ttl, Now: cfg.Now})
-	if err != nil {
-		return nil, err
-	}
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if err := h.setup.Migrate(sctx); err != nil {
-		return nil, inputErr("--dsn", fmt.Errorf("create the task store's tables: %w", err))
+	if err := h.openStores(sctx); err != nil {
+		return nil, err
 	}
 	workers := make([]*worker, cfg.Workers)
 	for i := range workers {
@@ -200,6 +177,39 @@ func run(ctx context.Context, cfg Config) (*RunReport, error) {
 	}
 	h.sample() // the final state
 	return h.finish(ctx)
+}
+
+// openStores builds the policy under test, the store under test (the naive
+// one for a naive run) and the setup store, and creates the tables.
+func (h *harness) openStores(ctx context.Context) error {
+	cfg := h.cfg
+	pc, err := cfg.policyConfig(sqlretry.ObserverFunc(h.observe))
+	if err != nil {
+		return err
+	}
+	if h.pol, err = sqlretry.New(pc); err != nil {
+		return err
+	}
+	// Leases outlive the run: no lease expires while the workload runs, so
+	// a task leased at the end was leased by a claim, not recovered.
+	ttl := max(time.Minute, 4*cfg.Duration)
+	d := dialect(cfg.Engine)
+	newStore := taskstore.New
+	if cfg.Naive {
+		newStore = naivestore.New
+	}
+	h.store, err = newStore(h.db, d, taskstore.Options{Policy: h.pol, Ledger: h.ledger, LeaseTTL: ttl, Now: cfg.Now, MaxAttempts: 5})
+	if err != nil {
+		return err
+	}
+	h.setup, err = taskstore.New(h.db, d, taskstore.Options{LeaseTTL: ttl, Now: cfg.Now})
+	if err != nil {
+		return err
+	}
+	if err := h.setup.Migrate(ctx); err != nil {
+		return inputErr("--dsn", fmt.Errorf("create the task store's tables: %w", err))
+	}
+	return nil
 }
 
 // rules is the fault plan: the outages first (during an outage nothing

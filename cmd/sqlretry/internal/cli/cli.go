@@ -6,6 +6,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -104,6 +105,20 @@ func printHelp(env Env, usage string, fs *flag.FlagSet) int {
 	fs.PrintDefaults()
 	fs.SetOutput(io.Discard)
 	return ExitOK
+}
+
+// parseArgs parses a subcommand's args with parseFlags. On --help it prints
+// the usage and the flags; on a bad flag, the contract's one-line error
+// (prefixed with fs's name). done says the subcommand is over, exiting exit.
+func parseArgs(env Env, fs *flag.FlagSet, usage string, args []string) (pos []string, exit int, done bool) {
+	pos, err := parseFlags(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil, printHelp(env, usage, fs), true
+	}
+	if err != nil {
+		return nil, badInput(env, "%s: %v", fs.Name(), err), true
+	}
+	return pos, ExitOK, false
 }
 
 // parseFlags parses args allowing flags after positional arguments

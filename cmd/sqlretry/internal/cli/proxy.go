@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -66,12 +64,9 @@ func runProxy(ctx context.Context, env Env, args []string) int {
 	protoFlag := fs.String("protocol", "auto", "wire protocol, for cut-after-commit: auto, or the engine: "+engine.Help(proxyEngines...))
 	duration := fs.Duration("duration", 0, "stop after this long (0: run until interrupted)")
 	asJSON := fs.Bool("json", false, "write a JSON report when the proxy stops")
-	pos, err := parseFlags(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return printHelp(env, proxyUsage, fs)
-	}
-	if err != nil {
-		return badInput(env, "proxy: %v", err)
+	pos, exit, done := parseArgs(env, fs, proxyUsage, args)
+	if done {
+		return exit
 	}
 	if len(pos) > 0 {
 		return badInput(env, "proxy: unexpected argument %q", pos[0])

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"strconv"
@@ -165,12 +164,9 @@ func rulesExplain(env Env, args []string) int {
 	fs := newFlagSet("rules explain")
 	var rf rulesFlags
 	rf.register(fs)
-	pos, err := parseFlags(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return printHelp(env, rulesUsage, fs)
-	}
-	if err != nil {
-		return badInput(env, "rules explain: %v", err)
+	pos, exit, done := parseArgs(env, fs, rulesUsage, args)
+	if done {
+		return exit
 	}
 	if len(pos) != 1 {
 		return badInput(env, "rules explain: want one RULES argument, got %d", len(pos))
@@ -180,48 +176,58 @@ func rulesExplain(env Env, args []string) int {
 		return badInput(env, "%v", err)
 	}
 	if rf.conn {
-		c := p.cs.Connect()
-		out := connJSON{
-			Kind: "conn", Engine: p.engine.String(), Syntax: p.syntax.String(), Mode: p.conn.Mode().String(),
-			Errors: nonNil(p.conn.Errors()), Effective: nonNil(p.conn.Effective()), NeverRetried: []string{},
-			ConnectRetryCount: c.RetryCount, ConnectRetryInterval: c.RetryInterval, LoginTimeout: c.LoginTimeout,
-			Formatted: p.conn.String(),
-		}
-		for _, code := range crl.NeverRetried(p.syntax) {
-			for _, named := range out.Effective {
-				if named == code {
-					out.NeverRetried = append(out.NeverRetried, code)
-				}
+		return explainConn(env, rf.asJSON, p)
+	}
+	return explainExec(env, rf.asJSON, p)
+}
+
+// explainConn writes what retryConn rules p retry, and how often.
+func explainConn(env Env, asJSON bool, p parsed) int {
+	c := p.cs.Connect()
+	out := connJSON{
+		Kind: "conn", Engine: p.engine.String(), Syntax: p.syntax.String(), Mode: p.conn.Mode().String(),
+		Errors: nonNil(p.conn.Errors()), Effective: nonNil(p.conn.Effective()), NeverRetried: []string{},
+		ConnectRetryCount: c.RetryCount, ConnectRetryInterval: c.RetryInterval, LoginTimeout: c.LoginTimeout,
+		Formatted: p.conn.String(),
+	}
+	for _, code := range crl.NeverRetried(p.syntax) {
+		for _, named := range out.Effective {
+			if named == code {
+				out.NeverRetried = append(out.NeverRetried, code)
 			}
 		}
-		if rf.asJSON {
-			writeJSON(env.Stdout, out)
-			return ExitOK
-		}
-		w := env.Stdout
-		if out.Mode == "replace" {
-			fmt.Fprintf(w, "mode replace: only the listed errors are retried: %s\n", strings.Join(out.Errors, " "))
-		} else if len(out.Errors) > 0 {
-			fmt.Fprintf(w, "mode append: the built-in list plus %s\n", strings.Join(out.Errors, " "))
-		} else {
-			fmt.Fprintln(w, "no rules: the built-in list")
-		}
-		fmt.Fprintf(w, "effective: %s\n", strings.Join(out.Effective, " "))
-		if len(out.NeverRetried) > 0 {
-			fmt.Fprintf(w, "never retried (authentication failures): %s\n", strings.Join(out.NeverRetried, " "))
-		}
-		if c.RetryCount == 0 {
-			fmt.Fprintln(w, "connect retries disabled (connectRetryCount 0): the rules have no effect")
-		} else {
-			fmt.Fprintf(w, "up to %d connect retries: the first at once, then every %d s, within loginTimeout %d s\n", c.RetryCount, c.RetryInterval, c.LoginTimeout)
-		}
+	}
+	if asJSON {
+		writeJSON(env.Stdout, out)
 		return ExitOK
 	}
+	w := env.Stdout
+	if out.Mode == "replace" {
+		fmt.Fprintf(w, "mode replace: only the listed errors are retried: %s\n", strings.Join(out.Errors, " "))
+	} else if len(out.Errors) > 0 {
+		fmt.Fprintf(w, "mode append: the built-in list plus %s\n", strings.Join(out.Errors, " "))
+	} else {
+		fmt.Fprintln(w, "no rules: the built-in list")
+	}
+	fmt.Fprintf(w, "effective: %s\n", strings.Join(out.Effective, " "))
+	if len(out.NeverRetried) > 0 {
+		fmt.Fprintf(w, "never retried (authentication failures): %s\n", strings.Join(out.NeverRetried, " "))
+	}
+	if c.RetryCount == 0 {
+		fmt.Fprintln(w, "connect retries disabled (connectRetryCount 0): the rules have no effect")
+	} else {
+		fmt.Fprintf(w, "up to %d connect retries: the first at once, then every %d s, within loginTimeout %d s\n", c.RetryCount, c.RetryInterval, c.LoginTimeout)
+	}
+	return ExitOK
+}
+
+// explainExec writes what retryExec rules p retry, with their waits.
+func explainExec(env Env, asJSON bool, p parsed) int {
 	out := execJSON{Kind: "exec", Engine: p.engine.String(), Syntax: p.syntax.String(), FilterMode: p.mode.String(), Rules: []execRuleJSON{}, Formatted: p.exec.String()}
 	for _, e := range p.exec.Entries() {
 		out.Rules = append(out.Rules, execRuleJSON{Error: e.Error, Retries: e.Retries, WaitsSeconds: waitSeconds(e.Waits), Filter: nonNil(e.Filter)})
 	}
-	if rf.asJSON {
+	if asJSON {
 		writeJSON(env.Stdout, out)
 		return ExitOK
 	}
@@ -267,12 +273,9 @@ func rulesTest(env Env, args []string) int {
 	attempt := fs.Int("attempt", 1, "the retry being considered: 1 for the first retry")
 	elapsed := fs.Float64("elapsed", 0, "with --conn: seconds since the first connect attempt started")
 	retryable := fs.Bool("retryable", false, "with --conn: the classifier's verdict, for codes the rules cannot name (dial, conn-reset…)")
-	pos, err := parseFlags(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return printHelp(env, rulesUsage, fs)
-	}
-	if err != nil {
-		return badInput(env, "rules test: %v", err)
+	pos, exit, done := parseArgs(env, fs, rulesUsage, args)
+	if done {
+		return exit
 	}
 	switch {
 	case len(pos) != 1:
