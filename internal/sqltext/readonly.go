@@ -73,8 +73,9 @@ func Verb(statement string) string {
 //   - text that does not lex under some dialect (an unterminated string) or
 //     that a dialect reads two ways (a NUL byte, MySQL's /*! … */).
 //
-// User-defined functions with side effects called from a SELECT cannot be
-// seen in the text; an Op that calls one must not rely on IsReadOnly.
+// A call of a function that is not a known pure built-in (pureFuncs) makes
+// the text a write: a user-defined function may write, and nothing in the
+// text says it does not.
 func IsReadOnly(statement string) bool {
 	if !divergent(statement) {
 		return readOnly(statement, dlPostgres, 0) && !batchMulti(statement)
@@ -258,6 +259,9 @@ func noWrites(s string, d dialect, mode scanMode, cte bool) bool {
 			}
 			if l.writeWord(t, c, prev, &pendingSet) {
 				return false
+			}
+			if mode == scanRead && l.callsImpure(t, prev) {
+				return false // a function that may write (see pureFuncs)
 			}
 		}
 		prev2, prev = prev, t
