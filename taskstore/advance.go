@@ -36,11 +36,7 @@ func (s *Store) AdvanceRun(ctx context.Context, seriesID string, expected int64)
 	} else {
 		verify := func(ctx context.Context) (bool, error) { return s.advanceLanded(ctx, seriesID, &a) }
 		err = sqlretry.RunTx(ctx, s.db, s.pol.AdvanceRun, sqlretry.Write("taskstore.advance-run", verify).VerifyWaits(), nil, func(ctx context.Context, tx *sql.Tx) error {
-			res, err := tx.ExecContext(ctx, s.q.advance, a.ID, seriesID, expected)
-			if err != nil {
-				return err
-			}
-			n, err := res.RowsAffected()
+			n, err := affected(ctx, tx, s.q.advance, a.ID, seriesID, expected)
 			if err != nil {
 				return err
 			}

@@ -132,11 +132,7 @@ func reservedID(id string) bool {
 func (s *Store) apply(ctx context.Context, p *sqlretry.Policy, c change) error {
 	verify := func(ctx context.Context) (bool, error) { return s.transitionLanded(ctx, c.id, c.taskID, c.to) }
 	err := sqlretry.RunTx(ctx, s.db, p, sqlretry.Write(c.op, verify).VerifyWaits(), nil, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, c.update, c.args...)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
+		n, err := affected(ctx, tx, c.update, c.args...)
 		if err != nil {
 			return err
 		}
@@ -335,34 +331,9 @@ func (s *Store) Claim(ctx context.Context, owner string) (*Lease, error) {
 				return nil
 			}
 		}
-		now := s.now()
-		var id string
-		err := tx.QueryRowContext(ctx, s.q.claimCandidate, now.UnixMicro()).Scan(&id)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		exp := now.Add(s.ttl)
-		res, err := tx.ExecContext(ctx, s.q.claim, owner, token, exp.UnixMicro(), id)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n != 1 {
-			return errClaimRace
-		}
-		if _, err := tx.ExecContext(ctx, s.q.insertAudit, token, string(Queued), now.UnixMicro(), id); err != nil {
-			return err
-		}
-		t, err := s.get(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		lease = &Lease{Token: token, Owner: owner, ExpiresAt: fromUS(us(exp)), Task: t}
-		return nil
+		var err error
+		lease, err = s.leaseNext(ctx, tx, token, owner)
+		return err
 	}
 	var err error
 	if s.naive {
@@ -382,25 +353,59 @@ func (s *Store) Claim(ctx context.Context, owner string) (*Lease, error) {
 			err = &StatusError{Want: Leased, cause: ErrLeaseLost}
 		}
 	}
-	if lease != nil || err != nil {
-		e := Entry{Kind: OpClaim, ID: token}
-		if lease != nil {
-			e.TaskID = lease.Task.ID
-		}
-		if lost {
-			// The claim was applied (its audit row is there); the lease
-			// was lost after it. The write is recorded as applied, so the
-			// ledger does not count the caller's ErrLeaseLost as a
-			// misreported failure.
-			s.record(e, nil)
-		} else {
-			s.record(e, err)
-		}
-	}
+	s.recordClaim(token, lease, lost, err)
 	if err != nil {
 		return nil, err
 	}
 	return lease, nil
+}
+
+// leaseNext leases the next due task, if any, to owner under token in tx,
+// and writes the claim's audit row (the token is its transition id).
+func (s *Store) leaseNext(ctx context.Context, tx *sql.Tx, token, owner string) (*Lease, error) {
+	now := s.now()
+	var id string
+	err := tx.QueryRowContext(ctx, s.q.claimCandidate, now.UnixMicro()).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	exp := now.Add(s.ttl)
+	if n, err := affected(ctx, tx, s.q.claim, owner, token, exp.UnixMicro(), id); err != nil {
+		return nil, err
+	} else if n != 1 {
+		return nil, errClaimRace
+	}
+	if _, err := tx.ExecContext(ctx, s.q.insertAudit, token, string(Queued), now.UnixMicro(), id); err != nil {
+		return nil, err
+	}
+	t, err := s.get(ctx, tx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &Lease{Token: token, Owner: owner, ExpiresAt: fromUS(us(exp)), Task: t}, nil
+}
+
+// recordClaim tells the ledger what a claim told its caller. A claim that
+// found no task due wrote nothing, and is not recorded.
+func (s *Store) recordClaim(token string, lease *Lease, lost bool, err error) {
+	if lease == nil && err == nil {
+		return
+	}
+	e := Entry{Kind: OpClaim, ID: token}
+	if lease != nil {
+		e.TaskID = lease.Task.ID
+	}
+	if lost {
+		// The claim was applied (its audit row is there); the lease was
+		// lost after it. The write is recorded as applied, so the ledger
+		// does not count the caller's ErrLeaseLost as a misreported
+		// failure.
+		err = nil
+	}
+	s.record(e, err)
 }
 
 // claimLanded is the verdict on the claim with token: holding, read once no
@@ -591,32 +596,23 @@ func (s *Store) Recover(ctx context.Context) (int, error) {
 	err := sqlretry.RunTx(ctx, s.db, s.pol.Recover, sqlretry.Idempotent("taskstore.recover"), nil, func(ctx context.Context, tx *sql.Tx) error {
 		moved = 0
 		now := s.now()
-		rows, err := tx.QueryContext(ctx, s.q.expired, now.UnixMicro(), s.batch)
-		if err != nil {
-			return err
-		}
 		type exp struct{ id, status, token string }
 		var found []exp
-		for rows.Next() {
+		err := eachRow(ctx, tx, s.q.expired, []any{now.UnixMicro(), s.batch}, func(rows *sql.Rows) error {
 			var e exp
 			var token sql.NullString
 			if err := rows.Scan(&e.id, &e.status, &token); err != nil {
-				rows.Close()
 				return err
 			}
 			e.token = token.String
 			found = append(found, e)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+			return nil
+		})
+		if err != nil {
 			return err
 		}
 		for _, e := range found {
-			res, err := tx.ExecContext(ctx, s.q.expire, now.UnixMicro(), e.id, nullStr(e.token), now.UnixMicro())
-			if err != nil {
-				return err
-			}
-			if n, err := res.RowsAffected(); err != nil {
+			if n, err := affected(ctx, tx, s.q.expire, now.UnixMicro(), e.id, nullStr(e.token), now.UnixMicro()); err != nil {
 				return err
 			} else if n == 0 {
 				continue
