@@ -2,6 +2,7 @@ package taskstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 
@@ -110,51 +111,36 @@ type snapshot struct {
 
 func (s *Store) snapshot(ctx context.Context) (snapshot, error) {
 	sn := snapshot{tasks: map[string]taskRow{}, audit: map[string]int{}, succeeded: map[string]int{}, runs: map[string]int{}, advances: map[string]map[string]int{}}
-	rows, err := s.db.QueryContext(ctx, s.dialect.bind(`SELECT `+taskColumns+` FROM tasks`))
-	if err != nil {
-		return sn, err
-	}
-	for rows.Next() {
+	err := eachRow(ctx, s.db, s.dialect.bind(`SELECT `+taskColumns+` FROM tasks`), nil, func(rows *sql.Rows) error {
 		t, err := scanTask(rows)
 		if err != nil {
-			rows.Close()
-			return sn, err
+			return err
 		}
 		sn.tasks[t.ID] = taskRow{task: t, fp: fingerprint(t), maxRuns: t.MaxRuns, runCount: t.CurrentRunCount}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return sn, err
-	}
-	rows, err = s.db.QueryContext(ctx, s.dialect.bind(`SELECT transition_id, task_id, to_status FROM status_audit`))
+		return nil
+	})
 	if err != nil {
 		return sn, err
 	}
-	for rows.Next() {
+	err = eachRow(ctx, s.db, s.dialect.bind(`SELECT transition_id, task_id, to_status FROM status_audit`), nil, func(rows *sql.Rows) error {
 		var tid, task, to string
 		if err := rows.Scan(&tid, &task, &to); err != nil {
-			rows.Close()
-			return sn, err
+			return err
 		}
 		sn.auditRows++
 		sn.audit[tid]++
 		if Status(to) == Succeeded {
 			sn.succeeded[task]++
 		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return sn, err
-	}
-	rows, err = s.db.QueryContext(ctx, s.dialect.bind(`SELECT task_id, advance_id FROM task_runs`))
+		return nil
+	})
 	if err != nil {
 		return sn, err
 	}
-	for rows.Next() {
+	err = eachRow(ctx, s.db, s.dialect.bind(`SELECT task_id, advance_id FROM task_runs`), nil, func(rows *sql.Rows) error {
 		var task, adv string
 		if err := rows.Scan(&task, &adv); err != nil {
-			rows.Close()
-			return sn, err
+			return err
 		}
 		sn.runRows++
 		sn.runs[adv]++
@@ -164,9 +150,9 @@ func (s *Store) snapshot(ctx context.Context) (snapshot, error) {
 			sn.advances[task] = m
 		}
 		m[adv]++
-	}
-	rows.Close()
-	return sn, rows.Err()
+		return nil
+	})
+	return sn, err
 }
 
 // check is the pure part of Check.
@@ -183,46 +169,11 @@ func check(sn snapshot, entries []Entry, starts map[string]int) Report {
 		r.Told[e.Outcome.String()]++
 		switch e.Kind {
 		case OpPersist:
-			row, there := sn.tasks[e.ID]
-			ours := there && row.fp == e.Fingerprint
-			switch {
-			case e.Outcome == ToldOK && !ours:
-				r.Lost++
-				r.problem("persist %s told ok, but the row is %s", e.ID, map[bool]string{true: "someone else's", false: "missing"}[there])
-			case e.Outcome == ToldFailed && ours:
-				r.Misreported++
-				r.problem("persist %s told %q, but the row is stored", e.ID, e.Err)
-			}
+			r.checkPersist(e, sn.tasks)
 		case OpAdvance:
-			n := sn.runs[e.ID]
-			switch {
-			case n > 1:
-				r.DoubleCounted += n - 1
-				r.problem("advance %s of %s counted %d runs", e.ID, e.TaskID, n)
-			case n == 0 && e.Outcome == ToldOK:
-				r.Lost++
-				r.problem("advance %s of %s told ok, but no run is recorded", e.ID, e.TaskID)
-			}
-			if n > 0 && e.Outcome == ToldFailed {
-				r.Misreported++
-				r.problem("advance %s of %s told %q, but it was counted", e.ID, e.TaskID, e.Err)
-			}
+			r.checkAdvance(e, sn.runs[e.ID])
 		default: // transitions: claim, start, complete, fail, set-status
-			n := sn.audit[e.ID]
-			switch {
-			case n > 1:
-				r.AuditMismatch += n - 1
-				r.problem("%s %s on %s has %d audit rows", e.Kind, e.ID, e.TaskID, n)
-			case n == 0 && e.Outcome == ToldOK:
-				// Counted once, as an audit mismatch: the transition's
-				// only record is its audit row.
-				r.AuditMismatch++
-				r.problem("%s %s on %s told ok, but no audit row exists", e.Kind, e.ID, e.TaskID)
-			}
-			if n > 0 && e.Outcome == ToldFailed {
-				r.Misreported++
-				r.problem("%s %s on %s told %q, but it was applied", e.Kind, e.ID, e.TaskID, e.Err)
-			}
+			r.checkTransition(e, sn.audit[e.ID])
 			if e.Kind == OpStart && e.Outcome == ToldCanceled {
 				canceledStarts[e.TaskID]++
 			}
@@ -250,24 +201,86 @@ func check(sn snapshot, entries []Entry, starts map[string]int) Report {
 		}
 		st := starts[id]
 		r.HandlerStarts += st
-		if burned := t.JobAttempts - st - canceledStarts[id]; burned > 0 {
-			r.JobAttemptsBurned += burned
-			r.problem("task %s counts %d job attempts for %d handler starts%s", id, t.JobAttempts, st, explain(unsettled[id]))
-		}
-		if st > t.JobAttempts {
-			r.UncountedStarts += st - t.JobAttempts
-			r.problem("task %s started its handler %d times but counts %d attempts%s", id, st, t.JobAttempts, explain(unsettled[id]))
-		}
-		if row.maxRuns > 0 && row.runCount > row.maxRuns {
-			r.DoubleCounted += row.runCount - row.maxRuns
-			r.problem("series %s counts %d runs, max %d", id, row.runCount, row.maxRuns)
-		}
-		if row.maxRuns > 0 && row.runCount >= row.maxRuns && len(sn.advances[id]) < row.maxRuns {
-			r.EndedEarly++
-			r.problem("series %s ended after %d distinct advances, max runs %d", id, len(sn.advances[id]), row.maxRuns)
-		}
+		r.checkAttempts(id, t.JobAttempts, st, canceledStarts[id], unsettled[id])
+		r.checkSeries(id, row, len(sn.advances[id]))
 	}
 	return r
+}
+
+// checkPersist checks a Persist against the row stored under its id.
+func (r *Report) checkPersist(e Entry, tasks map[string]taskRow) {
+	row, there := tasks[e.ID]
+	ours := there && row.fp == e.Fingerprint
+	switch {
+	case e.Outcome == ToldOK && !ours:
+		r.Lost++
+		r.problem("persist %s told ok, but the row is %s", e.ID, map[bool]string{true: "someone else's", false: "missing"}[there])
+	case e.Outcome == ToldFailed && ours:
+		r.Misreported++
+		r.problem("persist %s told %q, but the row is stored", e.ID, e.Err)
+	}
+}
+
+// checkAdvance checks an AdvanceRun against the n runs recorded under its
+// id.
+func (r *Report) checkAdvance(e Entry, n int) {
+	switch {
+	case n > 1:
+		r.DoubleCounted += n - 1
+		r.problem("advance %s of %s counted %d runs", e.ID, e.TaskID, n)
+	case n == 0 && e.Outcome == ToldOK:
+		r.Lost++
+		r.problem("advance %s of %s told ok, but no run is recorded", e.ID, e.TaskID)
+	}
+	if n > 0 && e.Outcome == ToldFailed {
+		r.Misreported++
+		r.problem("advance %s of %s told %q, but it was counted", e.ID, e.TaskID, e.Err)
+	}
+}
+
+// checkTransition checks a transition against the n audit rows under its
+// id.
+func (r *Report) checkTransition(e Entry, n int) {
+	switch {
+	case n > 1:
+		r.AuditMismatch += n - 1
+		r.problem("%s %s on %s has %d audit rows", e.Kind, e.ID, e.TaskID, n)
+	case n == 0 && e.Outcome == ToldOK:
+		// Counted once, as an audit mismatch: the transition's
+		// only record is its audit row.
+		r.AuditMismatch++
+		r.problem("%s %s on %s told ok, but no audit row exists", e.Kind, e.ID, e.TaskID)
+	}
+	if n > 0 && e.Outcome == ToldFailed {
+		r.Misreported++
+		r.problem("%s %s on %s told %q, but it was applied", e.Kind, e.ID, e.TaskID, e.Err)
+	}
+}
+
+// checkAttempts compares task id's job attempts with its handler starts,
+// less the Start calls its caller cancelled; unsettled explains a mismatch.
+func (r *Report) checkAttempts(id string, attempts, starts, canceled int, unsettled []string) {
+	if burned := attempts - starts - canceled; burned > 0 {
+		r.JobAttemptsBurned += burned
+		r.problem("task %s counts %d job attempts for %d handler starts%s", id, attempts, starts, explain(unsettled))
+	}
+	if starts > attempts {
+		r.UncountedStarts += starts - attempts
+		r.problem("task %s started its handler %d times but counts %d attempts%s", id, starts, attempts, explain(unsettled))
+	}
+}
+
+// checkSeries checks a series' run count against its MaxRuns and its
+// distinct advances.
+func (r *Report) checkSeries(id string, row taskRow, advances int) {
+	if row.maxRuns > 0 && row.runCount > row.maxRuns {
+		r.DoubleCounted += row.runCount - row.maxRuns
+		r.problem("series %s counts %d runs, max %d", id, row.runCount, row.maxRuns)
+	}
+	if row.maxRuns > 0 && row.runCount >= row.maxRuns && advances < row.maxRuns {
+		r.EndedEarly++
+		r.problem("series %s ended after %d distinct advances, max runs %d", id, advances, row.maxRuns)
+	}
 }
 
 // explain lists the Start calls that were not told OK, for a problem line.
