@@ -20,8 +20,25 @@ type queries struct {
 const taskColumns = `id, task_key, parent_id, scheduled_us, due_us, status, job_attempts, max_attempts,
 	last_execution_us, schedule_version, current_run_count, max_runs, lease_owner, lease_expires_us, payload`
 
+// queriesFor returns the statements for dialect d, bound to its placeholders
+// and locking clauses.
 func queriesFor(d Dialect) *queries {
-	q := &queries{
+	q := sharedQueries()
+	q.probeAudit = probeAuditQuery(d)
+	q.ensureOccurrence = ensureOccurrenceQuery(d)
+	for _, p := range []*string{&q.insert, &q.get, &q.auditCount, &q.auditTask, &q.insertAudit, &q.setStatus, &q.setStatusRunning,
+		&q.claimCandidate, &q.claim, &q.start, &q.complete, &q.fail, &q.expired, &q.expire, &q.advance, &q.insertRun,
+		&q.runByID, &q.naiveAdvance, &q.naiveSetStatus, &q.naiveStart, &q.naiveComplete, &q.ensureOccurrence, &q.leaseOf, &q.occurrence,
+		&q.probeAudit, &q.lockTask} {
+		*p = d.bind(*p)
+	}
+	return q
+}
+
+// sharedQueries returns the statements whose text every dialect shares,
+// written in the notation [Dialect.bind] translates.
+func sharedQueries() *queries {
+	return &queries{
 		insert: `INSERT INTO tasks (id, task_key, parent_id, scheduled_us, due_us, status, max_attempts, max_runs, payload, created_us)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		get: `SELECT ` + taskColumns + ` FROM tasks WHERE id = ?`,
@@ -86,39 +103,36 @@ func queriesFor(d Dialect) *queries {
 		naiveComplete: `UPDATE tasks SET status = 'succeeded', lease_owner = NULL, lease_token = NULL, lease_expires_us = NULL
 			WHERE id = ?`,
 	}
-	// An idempotent insert: the occurrence index makes a replay a no-op.
-	// MariaDB's ON DUPLICATE KEY UPDATE would absorb a collision on any
-	// unique key, the primary key included, so there the insert is plain
-	// and EnsureOccurrence reads a duplicate key back by occurrence.
-	// probeAudit inserts a row under a transition id, to wait for the
-	// unique-index entry a transaction in flight holds for the same id: an
-	// insert that meets an uncommitted duplicate waits until its inserter
-	// ends. The collision is ignored, not an error (PostgreSQL would abort
-	// the transaction and log it), and the row is never committed.
+}
+
+// probeAuditQuery inserts a row under a transition id, to wait for the
+// unique-index entry a transaction in flight holds for the same id: an
+// insert that meets an uncommitted duplicate waits until its inserter ends.
+// The collision is ignored, not an error (PostgreSQL would abort the
+// transaction and log it), and the row is never committed.
+func probeAuditQuery(d Dialect) string {
 	switch d {
 	case Postgres:
-		q.probeAudit = `INSERT INTO status_audit (task_id, transition_id, from_status, to_status, at_us)
+		return `INSERT INTO status_audit (task_id, transition_id, from_status, to_status, at_us)
 			VALUES ('', ?, '', '', 0) ON CONFLICT (transition_id) DO NOTHING`
 	case MariaDB:
-		q.probeAudit = `INSERT IGNORE INTO status_audit (task_id, transition_id, from_status, to_status, at_us)
-			VALUES ('', ?, '', '', 0)`
-	default:
-		q.probeAudit = `INSERT OR IGNORE INTO status_audit (task_id, transition_id, from_status, to_status, at_us)
+		return `INSERT IGNORE INTO status_audit (task_id, transition_id, from_status, to_status, at_us)
 			VALUES ('', ?, '', '', 0)`
 	}
-	switch d {
-	case MariaDB:
-		q.ensureOccurrence = `INSERT INTO tasks (id, task_key, parent_id, scheduled_us, due_us, status, max_attempts, max_runs, payload, created_us)
+	return `INSERT OR IGNORE INTO status_audit (task_id, transition_id, from_status, to_status, at_us)
+			VALUES ('', ?, '', '', 0)`
+}
+
+// ensureOccurrenceQuery is an idempotent insert: the occurrence index makes
+// a replay a no-op. MariaDB's ON DUPLICATE KEY UPDATE would absorb a
+// collision on any unique key, the primary key included, so there the
+// insert is plain and EnsureOccurrence reads a duplicate key back by
+// occurrence.
+func ensureOccurrenceQuery(d Dialect) string {
+	if d == MariaDB {
+		return `INSERT INTO tasks (id, task_key, parent_id, scheduled_us, due_us, status, max_attempts, max_runs, payload, created_us)
 			VALUES (?, NULL, ?, ?, ?, 'queued', ?, 0, ?, ?)`
-	default:
-		q.ensureOccurrence = `INSERT INTO tasks (id, task_key, parent_id, scheduled_us, due_us, status, max_attempts, max_runs, payload, created_us)
+	}
+	return `INSERT INTO tasks (id, task_key, parent_id, scheduled_us, due_us, status, max_attempts, max_runs, payload, created_us)
 			VALUES (?, NULL, ?, ?, ?, 'queued', ?, 0, ?, ?) ON CONFLICT (parent_id, scheduled_us) DO NOTHING`
-	}
-	for _, p := range []*string{&q.insert, &q.get, &q.auditCount, &q.auditTask, &q.insertAudit, &q.setStatus, &q.setStatusRunning,
-		&q.claimCandidate, &q.claim, &q.start, &q.complete, &q.fail, &q.expired, &q.expire, &q.advance, &q.insertRun,
-		&q.runByID, &q.naiveAdvance, &q.naiveSetStatus, &q.naiveStart, &q.naiveComplete, &q.ensureOccurrence, &q.leaseOf, &q.occurrence,
-		&q.probeAudit, &q.lockTask} {
-		*p = d.bind(*p)
-	}
-	return q
 }
