@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/sqlretry/sqlretry/internal/wait"
 )
 
 // NoRetries, as Config.MaxRetries, disables retries: every failure is
@@ -220,7 +222,7 @@ func New(c Config) (*Policy, error) {
 		countCalls:     c.CountCalls,
 		rand:           c.Rand,
 		now:            time.Now,
-		sleep:          sleep,
+		sleep:          wait.Sleep,
 	}
 	if p.budget == NoBudget {
 		p.budget = nil
@@ -727,21 +729,6 @@ func (p *Policy) circuitOpen(op Op, attempts int, class Class, err error) error 
 func (p *Policy) emit(e Event) {
 	if p.observer != nil {
 		p.observer.Observe(e)
-	}
-}
-
-// sleep waits d, or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

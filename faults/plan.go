@@ -13,6 +13,7 @@ import (
 
 	"github.com/sqlretry/sqlretry"
 	"github.com/sqlretry/sqlretry/internal/sqltext"
+	"github.com/sqlretry/sqlretry/internal/wait"
 )
 
 // Kind names one kind of injected fault. The values are the JSON names the
@@ -197,7 +198,7 @@ func NewPlan(cfg Config) (*Plan, error) {
 		p.now = time.Now
 	}
 	if p.sleep == nil {
-		p.sleep = sleepCtx
+		p.sleep = wait.Sleep
 	}
 	p.rng = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
 	p.counts = Counts{Faults: map[Kind]int{}, Statements: map[string]map[Kind]int{}, Calls: map[Op]int{}, Passed: map[Op]int{}}
@@ -399,17 +400,6 @@ func (p *Plan) passed(op Op) {
 	p.mu.Lock()
 	p.counts.Passed[op]++
 	p.mu.Unlock()
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // RandomRules returns one rule per kind in rates that fires on any call it

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	sr "github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/internal/wait"
 )
 
 // The errors of [CommitVerifier.Committed] when it cannot settle a COMMIT;
@@ -129,7 +130,7 @@ func (v CommitVerifier) Committed(ctx context.Context, db *sql.DB, mark string) 
 	}
 	sleep := v.sleep
 	if sleep == nil {
-		sleep = sleepCtx
+		sleep = wait.Sleep
 	}
 	xid, timeline, ok := strings.Cut(mark, "@")
 	if !ok || xid == "" || timeline == "" {
@@ -174,15 +175,4 @@ func settle(status sql.NullString) (committed, again bool, err error) {
 		return false, true, nil
 	}
 	return false, false, errors.New("postgres: pg_xact_status returned " + status.String)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
