@@ -355,7 +355,7 @@ func TestWithOpSettlesAnAutocommitInsertPostgres(t *testing.T) {
 	}
 	defer admin.Close()
 	mustExec(t, admin, "CREATE TABLE orders (idem_key text PRIMARY KEY)")
-	p := newPolicy(t, sr.Config{Classifier: postgres.Classifier, Fencer: postgres.Fencer{}})
+	p := newPolicy(t, sr.Config{Classifier: postgres.Classifier, Fencer: postgres.Fencer})
 	db, err := sr.Open("pgx", srv.DSN(), p)
 	if err != nil {
 		t.Fatal(err)
@@ -431,7 +431,7 @@ func TestVerifyRacesTheTimedOutAttemptMariaDB(t *testing.T) {
 		// ends in ErrAmbiguous, and the outer verify, before it reads,
 		// fences the session the inner attempt ran on, so its "not
 		// applied" is trusted.
-		db, raw, release := setup(t, sr.Config{CommandTimeout: 100 * time.Millisecond, Fencer: mysql.Fencer{}})
+		db, raw, release := setup(t, sr.Config{CommandTimeout: 100 * time.Millisecond, Fencer: mysql.Fencer})
 		outer := newPolicy(t, sr.Config{Classifier: mysql.Classifier})
 		verify := func(ctx context.Context) (bool, error) { return rows(t, raw) > 0, nil }
 		err := outer.Do(context.Background(), sr.Write("insert", verify), func(ctx context.Context) error {

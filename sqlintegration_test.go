@@ -446,7 +446,7 @@ func TestAmbiguousCommitVerified(t *testing.T) {
 		t.Fatal(err)
 	}
 	fc := &faultConnector{Connector: inner}
-	p := newPolicy(t, sr.Config{Classifier: postgres.Classifier, Budget: sr.NoBudget, Fencer: postgres.Fencer{}})
+	p := newPolicy(t, sr.Config{Classifier: postgres.Classifier, Budget: sr.NoBudget, Fencer: postgres.Fencer})
 	db := sql.OpenDB(sr.Connector(fc, p))
 	defer db.Close()
 	// Without a Fencer, an Op's Verify that reads "not applied" cannot
@@ -490,7 +490,7 @@ func TestAmbiguousCommitVerified(t *testing.T) {
 				db, p = udb, unfenced
 			}
 			if tt.verifier != nil {
-				p = newPolicy(t, sr.Config{Classifier: postgres.Classifier, Budget: sr.NoBudget, Fencer: postgres.Fencer{}, CommitVerifier: tt.verifier})
+				p = newPolicy(t, sr.Config{Classifier: postgres.Classifier, Budget: sr.NoBudget, Fencer: postgres.Fencer, CommitVerifier: tt.verifier})
 			}
 			err := sr.RunTx(ctx, db, p, tt.op, nil, func(ctx context.Context, tx *sql.Tx) error {
 				runs.Add(1)

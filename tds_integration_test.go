@@ -506,7 +506,7 @@ func TestTDSCommitReplyLostFencedAndVerified(t *testing.T) {
 			return tdstest.Affected(1)
 		},
 	})
-	p := tdsPolicy(t, sqlretry.Config{Fencer: mssql.Fencer{}})
+	p := tdsPolicy(t, sqlretry.Config{Fencer: mssql.Fencer})
 	db := tdsDB(t, srv, p)
 	verify := func(ctx context.Context) (bool, error) {
 		var n int

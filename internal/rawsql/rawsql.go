@@ -142,19 +142,28 @@ func SessionID(ctx context.Context, conn driver.Conn, query string) (string, err
 	return strconv.FormatInt(n, 10), nil
 }
 
-// A Kill ends a session on the server and waits until it is gone: what each
-// engine's Fencer does with its own statements.
-type Kill struct {
+// A Fencer is an engine's sqlretry.Fencer, made of the engine's statements:
+// it learns a session's id, ends a session and waits until the server no
+// longer lists it. The engine packages export one each (postgres.Fencer,
+// mysql.Fencer, mssql.Fencer).
+type Fencer struct {
 	Engine string                 // "postgres", for errors
+	ID     string                 // returns the session's id as an integer
 	Stmt   func(id string) string // ends session id
 	Gone   func(id string) string // counts the sessions with id: 0 once gone
 	Absent func(err error) bool   // Stmt's error says the session was already gone
 	Poll   time.Duration          // between two counts; 10 ms if 0
 }
 
+// SessionID returns the session's id, from f.ID.
+func (f Fencer) SessionID(ctx context.Context, conn driver.Conn) (string, error) {
+	return SessionID(ctx, conn, f.ID)
+}
+
 // Fence ends session id (a positive decimal integer) over conn and waits
 // until the server no longer lists it, or ctx is done.
-func (k Kill) Fence(ctx context.Context, conn driver.Conn, id string) error {
+func (f Fencer) Fence(ctx context.Context, conn driver.Conn, id string) error {
+	k := f
 	n, err := strconv.ParseInt(id, 10, 64)
 	if err != nil || n <= 0 {
 		return errors.New(k.Engine + ": Fencer: not a session id: " + strconv.Quote(id))

@@ -52,8 +52,8 @@ func itoa(n int64) string { return string(rune('0' + n)) }
 
 var errGone = errors.New("no such thread")
 
-func kill() Kill {
-	return Kill{
+func kill() Fencer {
+	return Fencer{
 		Engine: "test",
 		Stmt:   func(id string) string { return "KILL " + id },
 		Gone:   func(id string) string { return "COUNT " + id },
