@@ -441,11 +441,13 @@ func (l *lexer) onlyTrivia() bool {
 }
 
 // is reports whether word token t is kw (lower-case), ignoring ASCII case.
-func (l *lexer) is(t token, kw string) bool {
-	if t.end-t.start != len(kw) {
+func (l *lexer) is(t token, kw string) bool { return eqFold(l.s[t.start:t.end], kw) }
+
+// eqFold reports whether w is kw (lower-case), ignoring ASCII case.
+func eqFold(w, kw string) bool {
+	if len(w) != len(kw) {
 		return false
 	}
-	w := l.s[t.start:t.end]
 	for i := 0; i < len(kw); i++ {
 		c := w[i]
 		if c >= 'A' && c <= 'Z' {

@@ -464,22 +464,6 @@ func (l *lexer) peekWordIs(kw string) bool {
 	return n.kind == tokWord && l.is(n, kw)
 }
 
-func eqFold(w, kw string) bool {
-	if len(w) != len(kw) {
-		return false
-	}
-	for i := 0; i < len(w); i++ {
-		c := w[i]
-		if c >= 'A' && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != kw[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // forEachStatement calls fn with a lexer positioned just past the first
 // token of each statement of text (statements split at ";" outside
 // parentheses, strings, quoted identifiers and comments), and that token.
