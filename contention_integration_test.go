@@ -105,7 +105,6 @@ func TestDeadlockPairAtDefaults(t *testing.T) {
 	}
 }
 
-
 // The same pair in a tight loop with no meeting point, as two workers of a
 // service run it: the old cap (3, shared with outages) against the default
 // (10). SQLRETRY_LONG=1 only: it logs the failure rates for the README.
