@@ -251,9 +251,11 @@ func (c *conn) sessionLost(op Op, err error) error {
 	return lostAfter(err)
 }
 
-// txTainted reports whether a statement in the open transaction may have
-// committed part of it (see taints).
-func (c *conn) txTainted() bool { return c.inTx && c.taint }
+// txTainted reports whether a statement in the last transaction may have
+// committed part of it (see taints). RunTx asks after the transaction
+// failed, when database/sql may be rolling it back from another goroutine:
+// it reads only taint, which the statements' goroutine wrote.
+func (c *conn) txTainted() bool { return c.taint }
 
 // sessionState returns the inner connection and whether it is known to be
 // unusable, for RunTx's check after a failed COMMIT.

@@ -150,6 +150,10 @@ func (t *txRun) attempt(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close()
+	// The Connector's connection, if it is one, read now: once a
+	// transaction is open, database/sql may close conn from another
+	// goroutine when ctx ends, and Raw then races with it.
+	wc := connectorConn(conn)
 	tx, err := conn.BeginTx(ctx, t.opts)
 	if err != nil {
 		return err
@@ -168,7 +172,7 @@ func (t *txRun) attempt(ctx context.Context) error {
 	}
 	if err != nil {
 		finished = true
-		if txTainted(conn) {
+		if wc != nil && wc.txTainted() {
 			// A statement in it may have committed part of it (a CALL
 			// whose procedure commits, MySQL's implicit commit of DDL):
 			// the rollback undoes only what came after.
@@ -280,17 +284,15 @@ func partlyCommitted(err error, c Class) error {
 	return &verdictError{err: err, class: c, prefix: "transaction partly committed: "}
 }
 
-// txTainted reports whether the Connector connection under conn saw, in the
-// open transaction, a statement that may have committed part of it.
-func txTainted(conn *sql.Conn) bool {
-	tainted := false
+// connectorConn returns the Connector's connection under conn, or nil if
+// conn is not one of a Connector's.
+func connectorConn(conn *sql.Conn) interface{ txTainted() bool } {
+	var w interface{ txTainted() bool }
 	_ = conn.Raw(func(dc any) error {
-		if w, ok := dc.(interface{ txTainted() bool }); ok {
-			tainted = w.txTainted()
-		}
+		w, _ = dc.(interface{ txTainted() bool })
 		return nil
 	})
-	return tainted
+	return w
 }
 
 // sessionEnded reports whether the driver connection under conn is
