@@ -20,104 +20,6 @@ import (
 	"github.com/sqlretry/sqlretry/postgres"
 )
 
-func rvPolicy(t *testing.T, c sr.Config) *sr.Policy {
-	t.Helper()
-	if c.BaseDelay == 0 {
-		c.BaseDelay = 5 * time.Millisecond
-	}
-	if c.MaxDelay == 0 {
-		c.MaxDelay = 200 * time.Millisecond
-	}
-	if c.MaxRetries == 0 {
-		c.MaxRetries = 5
-	}
-	p, err := sr.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-func rvExec(t *testing.T, db *sql.DB, q string) {
-	t.Helper()
-	if _, err := db.Exec(q); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-}
-
-func rvCount(t *testing.T, db *sql.DB, q string) int {
-	t.Helper()
-	var n int
-	if err := db.QueryRow(q).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return n
-}
-
-// rvMariaDB opens a fresh MariaDB database through the Connector (db) and
-// directly (raw), with the DSN edited by edit.
-func rvMariaDB(t *testing.T, c sr.Config, edit func(*gomysql.Config)) (db, raw *sql.DB, p *sr.Policy) {
-	t.Helper()
-	dsn := dbtest.FreshMySQL(t)
-	cfg, err := gomysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Params == nil {
-		cfg.Params = map[string]string{}
-	}
-	cfg.Params["innodb_lock_wait_timeout"] = "1"
-	if edit != nil {
-		edit(cfg)
-	}
-	c.Classifier = mysql.Classifier
-	p = rvPolicy(t, c)
-	inner, err := gomysql.NewConnector(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db = sql.OpenDB(sr.Connector(inner, p))
-	raw, err = sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close(); raw.Close() })
-	return db, raw, p
-}
-
-// rvDeadlockVictim runs run while a heavier transaction on raw makes it the
-// victim of a real InnoDB deadlock (tables k with rows 1 and 2, filler).
-func rvDeadlockVictim(t *testing.T, raw *sql.DB, run func() error) error {
-	t.Helper()
-	heavy, err := raw.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer heavy.Rollback()
-	for i := 0; i < 20; i++ {
-		if _, err := heavy.Exec("INSERT INTO filler VALUES ()"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := heavy.Exec("UPDATE k SET v = v + 1 WHERE id = 2"); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- run() }()
-	deadline := time.Now().Add(10 * time.Second)
-	for rvCount(t, raw, "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'") == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the victim never waited for the lock")
-		}
-		time.Sleep(150 * time.Millisecond)
-	}
-	if _, err := heavy.Exec("UPDATE k SET v = v + 1 WHERE id = 1"); err != nil {
-		t.Fatalf("the heavy transaction was chosen as the victim: %v", err)
-	}
-	_ = heavy.Rollback()
-	return <-done
-}
-
 // Finding 2 on MariaDB 10.11: each opener leaves the session in a
 // transaction (or with autocommit off) — checked by hand with
 // @@in_transaction / @@autocommit — but the Connector's tracker reads it as
@@ -143,13 +45,13 @@ func TestReviewMariaDBTransactionOpenersMissed(t *testing.T) {
 			openers: []string{"CALL ac_off()", "ROLLBACK"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			db, raw, p := rvMariaDB(t, sr.Config{}, tc.dsn)
-			rvExec(t, raw, "CREATE TABLE t (v INT)")
-			rvExec(t, raw, "CREATE TABLE k (id INT PRIMARY KEY, v INT)")
-			rvExec(t, raw, "CREATE TABLE filler (id INT AUTO_INCREMENT PRIMARY KEY)")
-			rvExec(t, raw, "INSERT INTO k VALUES (1, 0), (2, 0)")
+			db, raw, p := openMySQL(t, sr.Config{}, tc.dsn)
+			mustExec(t, raw, "CREATE TABLE t (v INT)")
+			mustExec(t, raw, "CREATE TABLE k (id INT PRIMARY KEY, v INT)")
+			mustExec(t, raw, "CREATE TABLE filler (id INT AUTO_INCREMENT PRIMARY KEY)")
+			mustExec(t, raw, "INSERT INTO k VALUES (1, 0), (2, 0)")
 			if tc.setup != "" {
-				rvExec(t, raw, tc.setup)
+				mustExec(t, raw, tc.setup)
 			}
 			ctx := context.Background()
 			conn, err := db.Conn(ctx)
@@ -168,7 +70,7 @@ func TestReviewMariaDBTransactionOpenersMissed(t *testing.T) {
 				}
 			}
 			before := p.Stats().Retries
-			err = rvDeadlockVictim(t, raw, func() error {
+			err = deadlockVictim(t, raw, func() error {
 				_, err := conn.ExecContext(ctx, "UPDATE k SET v = v + 1 WHERE id = 2")
 				return err
 			})
@@ -176,7 +78,7 @@ func TestReviewMariaDBTransactionOpenersMissed(t *testing.T) {
 			if err == nil {
 				_, _ = conn.ExecContext(ctx, "COMMIT")
 				t.Errorf("the deadlocked UPDATE returned success after %d retries: it was replayed outside its transaction; rows in t after COMMIT: %d (the INSERT returned success)",
-					retries, rvCount(t, raw, "SELECT COUNT(*) FROM t"))
+					retries, count(t, raw, "SELECT COUNT(*) FROM t"))
 			} else if retries != 0 {
 				t.Errorf("%d retries inside a transaction, want 0", retries)
 			}
@@ -190,9 +92,9 @@ func TestReviewMariaDBTransactionOpenersMissed(t *testing.T) {
 // the caller reads the procedure's later result sets, and the caller gets a
 // plain "invalid connection" for a write that is in the database.
 func TestReviewMariaDBCallRowsLostIsAmbiguous(t *testing.T) {
-	db, raw, _ := rvMariaDB(t, sr.Config{}, nil)
-	rvExec(t, raw, "CREATE TABLE t (v INT)")
-	rvExec(t, raw, "CREATE PROCEDURE p() BEGIN INSERT INTO t VALUES (1); SELECT 1 AS a; DO SLEEP(5); SELECT 2 AS b; END")
+	db, raw, _ := openMySQL(t, sr.Config{}, nil)
+	mustExec(t, raw, "CREATE TABLE t (v INT)")
+	mustExec(t, raw, "CREATE PROCEDURE p() BEGIN INSERT INTO t VALUES (1); SELECT 1 AS a; DO SLEEP(5); SELECT 2 AS b; END")
 	go func() {
 		deadline := time.Now().Add(5 * time.Second)
 		for time.Now().Before(deadline) {
@@ -217,7 +119,7 @@ func TestReviewMariaDBCallRowsLostIsAmbiguous(t *testing.T) {
 	}
 	err = rows.Err()
 	rows.Close()
-	if n := rvCount(t, raw, "SELECT COUNT(*) FROM t"); n != 1 {
+	if n := count(t, raw, "SELECT COUNT(*) FROM t"); n != 1 {
 		t.Fatalf("%d rows in t, want 1 (the procedure's INSERT committed)", n)
 	}
 	if !errors.Is(err, sr.ErrAmbiguous) {
@@ -251,10 +153,10 @@ func TestReviewMariaDBRunTxCallThatCommits(t *testing.T) {
 		{"Connector with a CommitVerifier", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			db, raw, _ := rvMariaDB(t, sr.Config{}, nil)
-			rvExec(t, raw, "CREATE TABLE t (v INT)")
-			rvExec(t, raw, "CREATE PROCEDURE p() BEGIN COMMIT; SIGNAL SQLSTATE '40001' SET MYSQL_ERRNO = 1213, MESSAGE_TEXT = 'Deadlock found when trying to get lock'; END")
-			p := rvPolicy(t, sr.Config{Classifier: mysql.Classifier, MaxRetries: 2, CommitVerifier: rvStubVerifier{}})
+			db, raw, _ := openMySQL(t, sr.Config{}, nil)
+			mustExec(t, raw, "CREATE TABLE t (v INT)")
+			mustExec(t, raw, "CREATE PROCEDURE p() BEGIN COMMIT; SIGNAL SQLSTATE '40001' SET MYSQL_ERRNO = 1213, MESSAGE_TEXT = 'Deadlock found when trying to get lock'; END")
+			p := newPolicy(t, sr.Config{Classifier: mysql.Classifier, MaxRetries: 2, CommitVerifier: rvStubVerifier{}})
 			h := raw
 			if tc.connector {
 				h = db
@@ -266,7 +168,7 @@ func TestReviewMariaDBRunTxCallThatCommits(t *testing.T) {
 				_, err := tx.ExecContext(ctx, "CALL p()")
 				return err
 			})
-			n := rvCount(t, raw, "SELECT COUNT(*) FROM t")
+			n := count(t, raw, "SELECT COUNT(*) FROM t")
 			if n != 1 || !errors.Is(err, sr.ErrAmbiguous) {
 				t.Errorf("got %v with %d rows in t, want ErrAmbiguous with 1: the procedure committed the INSERT", err, n)
 			}
@@ -279,10 +181,10 @@ func TestReviewMariaDBRunTxCallThatCommits(t *testing.T) {
 // before it; a lock wait timeout after it (1205, NotApplied) makes RunTx run
 // the whole transaction again.
 func TestReviewMariaDBRunTxImplicitCommitReplayed(t *testing.T) {
-	db, raw, _ := rvMariaDB(t, sr.Config{}, nil)
-	rvExec(t, raw, "CREATE TABLE t (v INT)")
-	rvExec(t, raw, "CREATE TABLE u (id INT PRIMARY KEY, v INT)")
-	rvExec(t, raw, "INSERT INTO u VALUES (1, 0)")
+	db, raw, _ := openMySQL(t, sr.Config{}, nil)
+	mustExec(t, raw, "CREATE TABLE t (v INT)")
+	mustExec(t, raw, "CREATE TABLE u (id INT PRIMARY KEY, v INT)")
+	mustExec(t, raw, "INSERT INTO u VALUES (1, 0)")
 	lock, err := raw.Begin()
 	if err != nil {
 		t.Fatal(err)
@@ -291,7 +193,7 @@ func TestReviewMariaDBRunTxImplicitCommitReplayed(t *testing.T) {
 	if _, err := lock.Exec("SELECT * FROM u WHERE id = 1 FOR UPDATE"); err != nil {
 		t.Fatal(err)
 	}
-	p := rvPolicy(t, sr.Config{Classifier: mysql.Classifier, MaxRetries: 1})
+	p := newPolicy(t, sr.Config{Classifier: mysql.Classifier, MaxRetries: 1})
 	err = sr.RunTx(context.Background(), db, p, sr.Write("order", nil), nil, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, "INSERT INTO t VALUES (1)"); err != nil {
 			return err
@@ -302,7 +204,7 @@ func TestReviewMariaDBRunTxImplicitCommitReplayed(t *testing.T) {
 		_, err := tx.ExecContext(ctx, "UPDATE u SET v = v + 1 WHERE id = 1")
 		return err
 	})
-	if n := rvCount(t, raw, "SELECT COUNT(*) FROM t"); n != 1 {
+	if n := count(t, raw, "SELECT COUNT(*) FROM t"); n != 1 {
 		t.Errorf("%d rows in t (err %v), want 1: the transaction was replayed after an implicit commit", n, err)
 	}
 }
@@ -319,9 +221,9 @@ func TestReviewPostgresReturningAfterCallIsAmbiguous(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	rvExec(t, admin, "CREATE TABLE t (id serial PRIMARY KEY, v int)")
-	rvExec(t, admin, "CREATE PROCEDURE noop() LANGUAGE sql AS $$ SELECT 1 $$")
-	p := rvPolicy(t, sr.Config{Classifier: postgres.Classifier})
+	mustExec(t, admin, "CREATE TABLE t (id serial PRIMARY KEY, v int)")
+	mustExec(t, admin, "CREATE PROCEDURE noop() LANGUAGE sql AS $$ SELECT 1 $$")
+	p := newPolicy(t, sr.Config{Classifier: postgres.Classifier})
 	db, err := sr.Open("pgx", srv.DSN()+"&synchronous_commit=local", p)
 	if err != nil {
 		t.Fatal(err)
@@ -352,7 +254,7 @@ func TestReviewPostgresReturningAfterCallIsAmbiguous(t *testing.T) {
 	}()
 	var id int
 	err = conn.QueryRowContext(ctx, "INSERT INTO t (v) VALUES (1) RETURNING id").Scan(&id)
-	if n := rvCount(t, admin, "SELECT count(*) FROM t"); n != 1 {
+	if n := count(t, admin, "SELECT count(*) FROM t"); n != 1 {
 		t.Fatalf("%d rows, want 1 (committed locally)", n)
 	}
 	if !errors.Is(err, sr.ErrAmbiguous) {
@@ -373,9 +275,9 @@ func TestReviewPostgresSelectOfWritingFunctionIsAmbiguous(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	rvExec(t, admin, "CREATE TABLE orders (id serial PRIMARY KEY)")
-	rvExec(t, admin, "CREATE FUNCTION create_order() RETURNS int LANGUAGE sql AS $$ INSERT INTO orders DEFAULT VALUES RETURNING id $$")
-	p := rvPolicy(t, sr.Config{Classifier: postgres.Classifier, MaxRetries: 2})
+	mustExec(t, admin, "CREATE TABLE orders (id serial PRIMARY KEY)")
+	mustExec(t, admin, "CREATE FUNCTION create_order() RETURNS int LANGUAGE sql AS $$ INSERT INTO orders DEFAULT VALUES RETURNING id $$")
+	p := newPolicy(t, sr.Config{Classifier: postgres.Classifier, MaxRetries: 2})
 	db, err := sr.Open("pgx", srv.DSN(), p)
 	if err != nil {
 		t.Fatal(err)
@@ -395,7 +297,7 @@ func TestReviewPostgresSelectOfWritingFunctionIsAmbiguous(t *testing.T) {
 	}()
 	var id int
 	err = db.QueryRow("SELECT create_order()").Scan(&id)
-	n := rvCount(t, admin, "SELECT count(*) FROM orders")
+	n := count(t, admin, "SELECT count(*) FROM orders")
 	if n != 1 || !errors.Is(err, sr.ErrAmbiguous) {
 		t.Errorf("got %v with %d orders committed, want ErrAmbiguous with 1: a write judged a read", err, n)
 	}
