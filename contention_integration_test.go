@@ -28,19 +28,7 @@ func TestDeadlockPairAtDefaults(t *testing.T) {
 	if os.Getenv("SQLRETRY_LONG") != "" {
 		pairs = 1000
 	}
-	pgDSN := dbtest.FreshPostgres(t) + "&deadlock_timeout=20ms"
-	myCfg, err := gomysql.ParseDSN(dbtest.FreshMySQL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range []struct {
-		name, driver, dsn string
-		classifier        sr.Classifier
-		update            string
-	}{
-		{"PostgreSQL", "pgx", pgDSN, postgres.Classifier, "UPDATE k SET v = v + 1 WHERE id = $1"},
-		{"MariaDB", "mysql", myCfg.FormatDSN(), mysql.Classifier, "UPDATE k SET v = v + 1 WHERE id = ?"},
-	} {
+	for _, e := range pairEngines(t) {
 		t.Run(e.name, func(t *testing.T) {
 			p, err := sr.New(sr.Config{Classifier: e.classifier}) // the defaults
 			if err != nil {
@@ -105,6 +93,28 @@ func TestDeadlockPairAtDefaults(t *testing.T) {
 	}
 }
 
+// pairEngine is an engine for the deadlock pair: a fresh database and the
+// UPDATE each transaction runs twice.
+type pairEngine struct {
+	name, driver, dsn string
+	classifier        sr.Classifier
+	update            string
+}
+
+// pairEngines returns fresh PostgreSQL (deadlock_timeout 20 ms, so each
+// deadlock costs 20 ms, not 1 s) and MariaDB databases.
+func pairEngines(t *testing.T) []pairEngine {
+	pgDSN := dbtest.FreshPostgres(t) + "&deadlock_timeout=20ms"
+	myCfg, err := gomysql.ParseDSN(dbtest.FreshMySQL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []pairEngine{
+		{"PostgreSQL", "pgx", pgDSN, postgres.Classifier, "UPDATE k SET v = v + 1 WHERE id = $1"},
+		{"MariaDB", "mysql", myCfg.FormatDSN(), mysql.Classifier, "UPDATE k SET v = v + 1 WHERE id = ?"},
+	}
+}
+
 // The same pair in a tight loop with no meeting point, as two workers of a
 // service run it: the old cap (3, shared with outages) against the default
 // (10). SQLRETRY_LONG=1 only: it logs the failure rates for the README.
@@ -113,19 +123,7 @@ func TestDeadlockLoopRates(t *testing.T) {
 		t.Skip("SQLRETRY_LONG=1 runs it")
 	}
 	const perWorker = 1000
-	pgDSN := dbtest.FreshPostgres(t) + "&deadlock_timeout=20ms"
-	myCfg, err := gomysql.ParseDSN(dbtest.FreshMySQL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range []struct {
-		name, driver, dsn string
-		classifier        sr.Classifier
-		update            string
-	}{
-		{"PostgreSQL", "pgx", pgDSN, postgres.Classifier, "UPDATE k SET v = v + 1 WHERE id = $1"},
-		{"MariaDB", "mysql", myCfg.FormatDSN(), mysql.Classifier, "UPDATE k SET v = v + 1 WHERE id = ?"},
-	} {
+	for _, e := range pairEngines(t) {
 		for _, cr := range []int{3, 0} {
 			p, err := sr.New(sr.Config{Classifier: e.classifier, ContentionRetries: cr})
 			if err != nil {
