@@ -241,36 +241,7 @@ func (l *lexer) next() token {
 	switch {
 	case isLetter(c) || c == '_' || c >= 0x80 || c == '$' && d.mysql() ||
 		(c == '@' || c == '#') && d == dlSQLServer:
-		j := start
-		for j < len(s) && (j == start || isWordByte(s[j]) || d == dlSQLServer && (s[j] == '@' || s[j] == '#')) {
-			if d.mbLead(s, j) {
-				j++
-			}
-			j++
-		}
-		if d.postgres() && j == start+1 && j < len(s) {
-			// PostgreSQL's prefixed strings: E'…' takes backslash
-			// escapes, B'…', X'…', U&'…' and U&"…" never do.
-			switch c | 0x20 {
-			case 'e':
-				if s[j] == '\'' {
-					return l.quoted(j, '\'', tokString, true)
-				}
-			case 'b', 'x':
-				if s[j] == '\'' {
-					return l.quoted(j, '\'', tokString, false)
-				}
-			case 'u':
-				if s[j] == '&' && j+1 < len(s) && s[j+1] == '\'' {
-					return l.quoted(j+1, '\'', tokString, false)
-				}
-				if s[j] == '&' && j+1 < len(s) && s[j+1] == '"' {
-					return l.quoted(j+1, '"', tokQuoted, false)
-				}
-			}
-		}
-		l.i = j
-		return token{tokWord, start, j}
+		return l.word(start)
 	case isDigit(c):
 		l.i = l.number(start)
 		return token{tokNumber, start, l.i}
@@ -297,36 +268,79 @@ func (l *lexer) next() token {
 		l.i = len(s)
 		return token{tokInvalid, start, l.i}
 	case c == '$' && (d == anyDialect || d.postgres()):
-		// $1 parameter, or $tag$ … $tag$ dollar quoting.
-		j := start + 1
-		if j < len(s) && isDigit(s[j]) {
-			for j < len(s) && isDigit(s[j]) {
-				j++
-			}
-			l.i = j
-			return token{tokNumber, start, j}
-		}
-		if j < len(s) && isTagByte(s[j]) {
-			for j < len(s) && (isTagByte(s[j]) || isDigit(s[j])) {
-				j++
-			}
-		}
-		if j < len(s) && s[j] == '$' {
-			tag := s[start : j+1]
-			for k := j + 1; k+len(tag) <= len(s); k++ {
-				if s[k] == '$' && s[k:k+len(tag)] == tag {
-					l.i = k + len(tag)
-					return token{tokString, start, l.i}
-				}
-			}
-			l.i = len(s)
-			return token{tokInvalid, start, l.i}
+		if t, ok := l.dollar(start); ok {
+			return t
 		}
 	case c == '#' && d == anyDialect:
 		l.unsure = true // a comment in MySQL, an operator or a temp table elsewhere
 	}
 	l.i = start + 1
 	return token{tokPunct, start, l.i}
+}
+
+// word reads the word that starts at start, or PostgreSQL's prefixed strings:
+// E'…' takes backslash escapes, B'…', X'…', U&'…' and U&"…" never do.
+func (l *lexer) word(start int) token {
+	s, d, c := l.s, l.d, l.s[start]
+	j := start
+	for j < len(s) && (j == start || isWordByte(s[j]) || d == dlSQLServer && (s[j] == '@' || s[j] == '#')) {
+		if d.mbLead(s, j) {
+			j++
+		}
+		j++
+	}
+	if d.postgres() && j == start+1 && j < len(s) {
+		switch c | 0x20 {
+		case 'e':
+			if s[j] == '\'' {
+				return l.quoted(j, '\'', tokString, true)
+			}
+		case 'b', 'x':
+			if s[j] == '\'' {
+				return l.quoted(j, '\'', tokString, false)
+			}
+		case 'u':
+			if s[j] == '&' && j+1 < len(s) && s[j+1] == '\'' {
+				return l.quoted(j+1, '\'', tokString, false)
+			}
+			if s[j] == '&' && j+1 < len(s) && s[j+1] == '"' {
+				return l.quoted(j+1, '"', tokQuoted, false)
+			}
+		}
+	}
+	l.i = j
+	return token{tokWord, start, j}
+}
+
+// dollar reads a $1 parameter or a $tag$ … $tag$ dollar-quoted string at
+// start; ok is false for a lone "$".
+func (l *lexer) dollar(start int) (token, bool) {
+	s := l.s
+	j := start + 1
+	if j < len(s) && isDigit(s[j]) {
+		for j < len(s) && isDigit(s[j]) {
+			j++
+		}
+		l.i = j
+		return token{tokNumber, start, j}, true
+	}
+	if j < len(s) && isTagByte(s[j]) {
+		for j < len(s) && (isTagByte(s[j]) || isDigit(s[j])) {
+			j++
+		}
+	}
+	if j >= len(s) || s[j] != '$' {
+		return token{}, false
+	}
+	tag := s[start : j+1]
+	for k := j + 1; k+len(tag) <= len(s); k++ {
+		if s[k] == '$' && s[k:k+len(tag)] == tag {
+			l.i = k + len(tag)
+			return token{tokString, start, l.i}, true
+		}
+	}
+	l.i = len(s)
+	return token{tokInvalid, start, l.i}, true
 }
 
 // number returns the end of the number that starts at start: digits with an
