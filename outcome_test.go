@@ -203,6 +203,12 @@ func TestVerifyNotAppliedNeedsTheAttemptEnded(t *testing.T) {
 	if err := p.Do(context.Background(), op, fn); err != nil || calls != 2 || fenced != 1 {
 		t.Fatalf("fenced: got %v after %d calls and %d fences, want nil after 2 and 1", err, calls, fenced)
 	}
+	// A verify that waits out the attempt itself (Op.VerifyWaits) needs no
+	// Fencer: its "not applied" is final, and the write is replayed once.
+	calls = 0
+	if err := p.Do(context.Background(), Write("w", notApplied).VerifyWaits(), fn); err != nil || calls != 2 {
+		t.Fatalf("VerifyWaits: got %v after %d calls, want nil after 2", err, calls)
+	}
 }
 
 // DoValue never returns a zero value with a nil error: when a verify
@@ -353,23 +359,5 @@ func TestNewKey(t *testing.T) {
 	a, b := NewKey(), NewKey()
 	if len(a) != 32 || a == b {
 		t.Errorf("NewKey() = %q, %q: want two different 32-digit keys", a, b)
-	}
-}
-
-// An Op whose Verify waits out the attempt itself needs no Fencer: its "not
-// applied" is final, and the write is replayed once.
-func TestVerifyWaitsIsFinal(t *testing.T) {
-	p := testPolicy(t, Config{Classifier: serverClassifier, MaxRetries: 2})
-	calls := 0
-	fn := func(context.Context) error {
-		calls++
-		if calls == 1 {
-			return errLost
-		}
-		return nil
-	}
-	notApplied := func(context.Context) (bool, error) { return false, nil }
-	if err := p.Do(context.Background(), Write("w", notApplied).VerifyWaits(), fn); err != nil || calls != 2 {
-		t.Fatalf("got %v after %d calls, want nil after 2", err, calls)
 	}
 }
