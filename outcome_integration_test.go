@@ -221,38 +221,62 @@ func deadlockVictim(t *testing.T, raw *sql.DB, run func() error) error {
 // deadlock victim's statement must not be replayed alone (it would run in a
 // new transaction without the INSERT before it, and the caller would commit
 // that).
+//
+// The second group came from the adversarial review (each opener checked on
+// MariaDB 10.11 with @@in_transaction / @@autocommit): forms the first
+// tracker missed, and sessions that start with autocommit off.
 func TestSQLTextTransactionNotReplayedMariaDB(t *testing.T) {
-	for _, opener := range []string{
-		"SET autocommit := 0",
-		"SET sql_mode='', autocommit=0",
-		"SET @@local.autocommit=0",
-		"SET @@session.autocommit = OFF",
-		"XA START 'x1'",
-		"prepared: SET autocommit = ?",
+	for _, tc := range []struct {
+		name    string
+		openers []string
+		dsn     func(*gomysql.Config)
+		setup   string
+	}{
+		{name: "SET autocommit := 0", openers: []string{"SET autocommit := 0"}},
+		{name: "SET sql_mode='', autocommit=0", openers: []string{"SET sql_mode='', autocommit=0"}},
+		{name: "SET @@local.autocommit=0", openers: []string{"SET @@local.autocommit=0"}},
+		{name: "SET @@session.autocommit = OFF", openers: []string{"SET @@session.autocommit = OFF"}},
+		{name: "XA START", openers: []string{"XA START 'x1'"}},
+		{name: "prepared SET autocommit = ?", openers: []string{"prepared: SET autocommit = ?"}},
+		{name: "START TRANSACTION then SET autocommit=1", openers: []string{"START TRANSACTION", "SET autocommit=1"}},
+		{name: "SET `autocommit` = 0", openers: []string{"SET `autocommit` = 0"}},
+		{name: "/*!START TRANSACTION*/", openers: []string{"/*!START TRANSACTION*/"}},
+		{name: "SET STATEMENT … FOR START TRANSACTION", openers: []string{"SET STATEMENT max_statement_time=10 FOR START TRANSACTION"}},
+		{name: "completion_type CHAIN then COMMIT", openers: []string{"SET completion_type = 'CHAIN'", "START TRANSACTION", "COMMIT"}},
+		{name: "DSN autocommit=0", dsn: func(c *gomysql.Config) { c.Params["autocommit"] = "0" }},
+		// A procedure's SET autocommit=0 outlives the CALL; the plain
+		// ROLLBACK clears the doubt about a transaction, not about the mode.
+		{name: "CALL of a procedure that sets autocommit=0, then ROLLBACK", setup: "CREATE PROCEDURE ac_off() SET autocommit = 0",
+			openers: []string{"CALL ac_off()", "ROLLBACK"}},
 	} {
-		t.Run(opener, func(t *testing.T) {
-			db, raw, p := openMySQL(t, sr.Config{}, nil)
+		t.Run(tc.name, func(t *testing.T) {
+			db, raw, p := openMySQL(t, sr.Config{}, tc.dsn)
 			mustExec(t, raw, "CREATE TABLE t (v INT)")
 			mustExec(t, raw, "CREATE TABLE k (id INT PRIMARY KEY, v INT)")
 			mustExec(t, raw, "CREATE TABLE filler (id INT AUTO_INCREMENT PRIMARY KEY)")
 			mustExec(t, raw, "INSERT INTO k VALUES (1, 0), (2, 0)")
+			if tc.setup != "" {
+				mustExec(t, raw, tc.setup)
+			}
 			ctx := context.Background()
 			conn, err := db.Conn(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer conn.Close()
-			if q, ok := strings.CutPrefix(opener, "prepared: "); ok {
-				st, err := conn.PrepareContext(ctx, q)
-				if err != nil {
-					t.Fatal(err)
+			for _, opener := range tc.openers {
+				if q, ok := strings.CutPrefix(opener, "prepared: "); ok {
+					st, err := conn.PrepareContext(ctx, q)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if _, err := st.ExecContext(ctx, 0); err != nil {
+						t.Fatal(err)
+					}
+					st.Close()
+				} else if _, err := conn.ExecContext(ctx, opener); err != nil {
+					t.Fatalf("%s: %v", opener, err)
 				}
-				if _, err := st.ExecContext(ctx, 0); err != nil {
-					t.Fatal(err)
-				}
-				st.Close()
-			} else if _, err := conn.ExecContext(ctx, opener); err != nil {
-				t.Fatal(err)
 			}
 			for _, q := range []string{"INSERT INTO t VALUES (1)", "UPDATE k SET v = v + 1 WHERE id = 1"} {
 				if _, err := conn.ExecContext(ctx, q); err != nil {

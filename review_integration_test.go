@@ -12,79 +12,14 @@ import (
 	"testing"
 	"time"
 
-	gomysql "github.com/go-sql-driver/mysql"
-
 	sr "github.com/sqlretry/sqlretry"
 	"github.com/sqlretry/sqlretry/internal/dbtest"
 	"github.com/sqlretry/sqlretry/mysql"
 	"github.com/sqlretry/sqlretry/postgres"
 )
 
-// Finding 2 on MariaDB 10.11: each opener leaves the session in a
-// transaction (or with autocommit off) — checked by hand with
-// @@in_transaction / @@autocommit — but the Connector's tracker reads it as
-// autocommit with no transaction. The deadlock victim's UPDATE is replayed
-// alone after InnoDB rolled the transaction back: every call returns
-// success, and the INSERT before it is gone.
-func TestReviewMariaDBTransactionOpenersMissed(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		openers []string
-		dsn     func(*gomysql.Config)
-		setup   string
-	}{
-		{name: "START TRANSACTION then SET autocommit=1", openers: []string{"START TRANSACTION", "SET autocommit=1"}},
-		{name: "SET `autocommit` = 0", openers: []string{"SET `autocommit` = 0"}},
-		{name: "/*!START TRANSACTION*/", openers: []string{"/*!START TRANSACTION*/"}},
-		{name: "SET STATEMENT … FOR START TRANSACTION", openers: []string{"SET STATEMENT max_statement_time=10 FOR START TRANSACTION"}},
-		{name: "completion_type CHAIN then COMMIT", openers: []string{"SET completion_type = 'CHAIN'", "START TRANSACTION", "COMMIT"}},
-		{name: "DSN autocommit=0", dsn: func(c *gomysql.Config) { c.Params["autocommit"] = "0" }},
-		// A procedure's SET autocommit=0 outlives the CALL; the plain
-		// ROLLBACK clears the tracker's doubt, not the mode.
-		{name: "CALL of a procedure that sets autocommit=0, then ROLLBACK", setup: "CREATE PROCEDURE ac_off() SET autocommit = 0",
-			openers: []string{"CALL ac_off()", "ROLLBACK"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			db, raw, p := openMySQL(t, sr.Config{}, tc.dsn)
-			mustExec(t, raw, "CREATE TABLE t (v INT)")
-			mustExec(t, raw, "CREATE TABLE k (id INT PRIMARY KEY, v INT)")
-			mustExec(t, raw, "CREATE TABLE filler (id INT AUTO_INCREMENT PRIMARY KEY)")
-			mustExec(t, raw, "INSERT INTO k VALUES (1, 0), (2, 0)")
-			if tc.setup != "" {
-				mustExec(t, raw, tc.setup)
-			}
-			ctx := context.Background()
-			conn, err := db.Conn(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			for _, q := range tc.openers {
-				if _, err := conn.ExecContext(ctx, q); err != nil {
-					t.Fatalf("%s: %v", q, err)
-				}
-			}
-			for _, q := range []string{"INSERT INTO t VALUES (1)", "UPDATE k SET v = v + 1 WHERE id = 1"} {
-				if _, err := conn.ExecContext(ctx, q); err != nil {
-					t.Fatal(err)
-				}
-			}
-			before := p.Stats().Retries
-			err = deadlockVictim(t, raw, func() error {
-				_, err := conn.ExecContext(ctx, "UPDATE k SET v = v + 1 WHERE id = 2")
-				return err
-			})
-			retries := p.Stats().Retries - before
-			if err == nil {
-				_, _ = conn.ExecContext(ctx, "COMMIT")
-				t.Errorf("the deadlocked UPDATE returned success after %d retries: it was replayed outside its transaction; rows in t after COMMIT: %d (the INSERT returned success)",
-					retries, count(t, raw, "SELECT COUNT(*) FROM t"))
-			} else if retries != 0 {
-				t.Errorf("%d retries inside a transaction, want 0", retries)
-			}
-		})
-	}
-}
+// Finding 2 on MariaDB (transaction openers the tracker missed) is in
+// outcome_integration_test.go, TestSQLTextTransactionNotReplayedMariaDB.
 
 // Finding 1 on MariaDB: CALL is transaction control, so it takes the
 // pinned path, whose rows are returned unwrapped. The procedure's INSERT
