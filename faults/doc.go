@@ -1,6 +1,6 @@
 // Package faults injects database failures on purpose, so that code which
 // must survive them — a retry policy, a verify-after-ambiguous-commit path, a
-// reconcile loop — can be proven to, in ordinary tests. It has two tools.
+// reconcile loop — can be proven to, in ordinary tests.
 //
 // # The fault driver
 //
@@ -46,33 +46,9 @@
 //
 // # The fault proxy
 //
-// [Proxy] is a TCP proxy in front of a real PostgreSQL or MariaDB/MySQL
-// server, for failures a driver wrapper cannot fake: the real driver's own
-// reaction to a broken socket. At run time, for every connection or one, it
-// passes, adds latency, resets connections, black-holes them, refuses new
-// ones, or cuts a connection after the client's COMMIT reached the server but
-// before the reply comes back (it reads the PostgreSQL and MySQL wire
-// protocols far enough to recognise COMMIT):
+// Package [github.com/sqlretry/sqlretry/faults/proxy] is the second tool: a
+// TCP proxy in front of a real PostgreSQL or MariaDB/MySQL server, for the
+// failures a driver wrapper cannot fake.
 //
-//	p, err := faults.NewProxy(faults.ProxyConfig{Target: "127.0.0.1:5432"}) // listens on 127.0.0.1, a free port
-//	defer p.Close()
-//	db, err := sql.Open("pgx", "postgres://postgres@"+p.Addr()+"/test?sslmode=disable")
-//
-//	p.SetFault(faults.Fault{Mode: faults.CutAfterCommit})
-//	err = tx.Commit() // fails with a broken connection, yet the row is committed
-//	p.SetFault(faults.Fault{Mode: faults.Refuse})        // an outage for new connections
-//	p.SetFault(faults.Fault{Mode: faults.Pass})          // recovery
-//	fmt.Println(p.Counts().CutAfterCommit)
-//
-// The same proxy is a command, for rehearsing against a running service:
-//
-//	sqlretry proxy --listen 127.0.0.1:0 --target 127.0.0.1:5432 --fault cut-after-commit
-//	listening on 127.0.0.1:41234
-//
-// It runs until interrupted and logs each fault it injects on standard error.
-//
-// Both tools are safe for concurrent use. The proxy listens on loopback
-// unless told otherwise; the TLS-encrypted protocols cannot be parsed, so
-// cut-after-commit needs sslmode=disable (PostgreSQL) or tls=false (MySQL)
-// between the client and the proxy.
+// The fault driver is safe for concurrent use.
 package faults

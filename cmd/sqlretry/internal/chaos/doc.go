@@ -23,7 +23,7 @@
 //
 // Against a server (Config.DSN with PostgreSQL or MySQL), the run creates a
 // schema (PostgreSQL) or database (MySQL) of its own and drops it afterwards,
-// and puts a [faults.Proxy] between the driver and the server: outside the
+// and puts a [proxy.Proxy] between the driver and the server: outside the
 // outages it resets connections and cuts them after a COMMIT has reached the
 // server; as an outage starts it resets every established connection, and
 // new ones are refused until it ends.

@@ -25,7 +25,7 @@ import (
 	_ "modernc.org/sqlite" // registers "sqlite"
 
 	"github.com/sqlretry/sqlretry/cmd/sqlretry/internal/engine"
-	"github.com/sqlretry/sqlretry/faults"
+	"github.com/sqlretry/sqlretry/faults/proxy"
 	"github.com/sqlretry/sqlretry/taskstore"
 )
 
@@ -170,7 +170,7 @@ func (r *Redactor) Error(err error) error {
 // (through the proxy, when there is one) and what to undo afterwards.
 type target struct {
 	inner   driver.Connector
-	proxy   *faults.Proxy
+	proxy   *proxy.Proxy
 	cleanup []func()
 }
 
@@ -297,7 +297,7 @@ func (t *target) openPostgres(ctx context.Context, c Config, label string) error
 	run.RuntimeParams["search_path"] = schema
 	if !c.NoProxy {
 		addr := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
-		if err := t.startProxy(addr, faults.ProtocolPostgres); err != nil {
+		if err := t.startProxy(addr, proxy.ProtocolPostgres); err != nil {
 			return err
 		}
 		host, port, _ := net.SplitHostPort(t.proxy.Addr())
@@ -332,7 +332,7 @@ func (t *target) openMySQL(ctx context.Context, c Config, label string) error {
 	// The driver logs every broken connection; the report counts them.
 	run.Logger = &gomysql.NopLogger{}
 	if !c.NoProxy {
-		if err := t.startProxy(cfg.Addr, faults.ProtocolMySQL); err != nil {
+		if err := t.startProxy(cfg.Addr, proxy.ProtocolMySQL); err != nil {
 			return err
 		}
 		run.Addr = t.proxy.Addr()
@@ -341,8 +341,8 @@ func (t *target) openMySQL(ctx context.Context, c Config, label string) error {
 	return err
 }
 
-func (t *target) startProxy(addr string, proto faults.Protocol) error {
-	p, err := faults.NewProxy(faults.ProxyConfig{Target: addr, Protocol: proto, CutWait: time.Second})
+func (t *target) startProxy(addr string, proto proxy.Protocol) error {
+	p, err := proxy.New(proxy.Config{Target: addr, Protocol: proto, CutWait: time.Second})
 	if err != nil {
 		return fmt.Errorf("start the fault proxy: %w", err)
 	}

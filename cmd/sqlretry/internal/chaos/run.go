@@ -15,6 +15,7 @@ import (
 	"github.com/sqlretry/sqlretry"
 	"github.com/sqlretry/sqlretry/cmd/sqlretry/internal/engine"
 	"github.com/sqlretry/sqlretry/faults"
+	"github.com/sqlretry/sqlretry/faults/proxy"
 	"github.com/sqlretry/sqlretry/internal/naivestore"
 	"github.com/sqlretry/sqlretry/taskstore"
 )
@@ -89,7 +90,7 @@ type window struct {
 	refused         int // outage faults injected while the window was on
 	recovery        time.Duration
 	recovered       bool
-	proxyBefore     faults.ProxyCounts
+	proxyBefore     proxy.Counts
 	proxyOutageHits int
 }
 
@@ -173,7 +174,7 @@ func run(ctx context.Context, cfg Config) (*RunReport, error) {
 	wg.Wait()
 	h.plan.Disable()
 	if tgt.proxy != nil {
-		_ = tgt.proxy.SetFault(faults.Fault{Mode: faults.Pass})
+		_ = tgt.proxy.SetFault(proxy.Fault{Mode: proxy.Pass})
 	}
 	h.sample() // the final state
 	return h.finish(ctx)
@@ -327,14 +328,14 @@ func (h *harness) outageEdges(el time.Duration) {
 			w.opened = true
 			if p := h.tgt.proxy; p != nil {
 				w.proxyBefore = p.Counts()
-				_ = p.SetFault(faults.Fault{Mode: faults.Reset})
+				_ = p.SetFault(proxy.Fault{Mode: proxy.Reset})
 			}
 		}
 		if w.opened && !w.closed && el >= w.until {
 			w.closed = true
 			w.refused = refused - w.refusedBefore
 			if p := h.tgt.proxy; p != nil {
-				_ = p.SetFault(faults.Fault{Mode: faults.Pass})
+				_ = p.SetFault(proxy.Fault{Mode: proxy.Pass})
 				after := p.Counts()
 				w.proxyOutageHits = (after.Reset - w.proxyBefore.Reset) + (after.Refuse - w.proxyBefore.Refuse)
 			}
@@ -367,11 +368,11 @@ func (h *harness) wireFaults(rng *rand.Rand, el time.Duration) {
 		return
 	}
 	c := conns[rng.IntN(len(conns))]
-	mode := faults.Reset
+	mode := proxy.Reset
 	if rng.IntN(2) == 0 {
-		mode = faults.CutAfterCommit
+		mode = proxy.CutAfterCommit
 	}
-	_ = p.SetConnFault(c.ID, faults.Fault{Mode: mode})
+	_ = p.SetConnFault(c.ID, proxy.Fault{Mode: mode})
 }
 
 func (h *harness) faultCount() int {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sqlretry/sqlretry/cmd/sqlretry/internal/engine"
-	"github.com/sqlretry/sqlretry/faults"
+	"github.com/sqlretry/sqlretry/faults/proxy"
 )
 
 func init() {
@@ -18,12 +18,12 @@ func init() {
 
 // proxyReport is the --json document, written when the proxy stops.
 type proxyReport struct {
-	Listen   string             `json:"listen"`
-	Target   string             `json:"target"`
-	Protocol string             `json:"protocol"`
-	Fault    string             `json:"fault"`
-	Ran      string             `json:"ran"`
-	Counts   faults.ProxyCounts `json:"counts"`
+	Listen   string       `json:"listen"`
+	Target   string       `json:"target"`
+	Protocol string       `json:"protocol"`
+	Fault    string       `json:"fault"`
+	Ran      string       `json:"ran"`
+	Counts   proxy.Counts `json:"counts"`
 }
 
 const proxyUsage = `usage: sqlretry proxy --target HOST:PORT [--listen ADDR] [--fault FAULT] [--protocol PROTOCOL] [--duration D] [--json]
@@ -37,21 +37,21 @@ var proxyEngines = []engine.Engine{engine.Postgres, engine.Cockroach, engine.MyS
 
 // parseProtocol reads --protocol: auto, or an engine in the command's one
 // vocabulary (CockroachDB speaks PostgreSQL's protocol, MariaDB MySQL's).
-func parseProtocol(s string) (faults.Protocol, error) {
+func parseProtocol(s string) (proxy.Protocol, error) {
 	if strings.EqualFold(s, "auto") {
-		return faults.ProtocolAuto, nil
+		return proxy.ProtocolAuto, nil
 	}
 	e, err := engine.Parse(s, proxyEngines...)
 	if err != nil {
 		return "", err
 	}
 	if e == engine.MySQL {
-		return faults.ProtocolMySQL, nil
+		return proxy.ProtocolMySQL, nil
 	}
-	return faults.ProtocolPostgres, nil
+	return proxy.ProtocolPostgres, nil
 }
 
-// runProxy runs a faults.Proxy until ctx is done or --duration passes.
+// runProxy runs a proxy.Proxy until ctx is done or --duration passes.
 //
 // Standard output's first line is "listening on HOST:PORT" (with --json it
 // goes to standard error, so standard output holds only the JSON document
@@ -80,7 +80,7 @@ func runProxy(ctx context.Context, env Env, args []string) int {
 	if _, _, err := net.SplitHostPort(*listen); err != nil {
 		return badInput(env, "proxy: --listen %q: %v", *listen, err)
 	}
-	fault, err := faults.ParseFault(*faultFlag)
+	fault, err := proxy.ParseFault(*faultFlag)
 	if err != nil {
 		return badInput(env, "proxy: --fault: %v", err)
 	}
@@ -96,7 +96,7 @@ func runProxy(ctx context.Context, env Env, args []string) int {
 	if *asJSON {
 		handler = slog.NewJSONHandler(env.Stderr, nil)
 	}
-	p, err := faults.NewProxy(faults.ProxyConfig{
+	p, err := proxy.New(proxy.Config{
 		Listen: *listen, Target: *target, Protocol: proto, Fault: fault, Logger: slog.New(handler),
 	})
 	if err != nil {

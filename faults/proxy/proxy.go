@@ -1,4 +1,4 @@
-package faults
+package proxy
 
 import (
 	"context"
@@ -55,7 +55,7 @@ func ParseFault(s string) (Fault, error) {
 	if d, ok := strings.CutPrefix(s, "latency="); ok {
 		lat, err := time.ParseDuration(d)
 		if err != nil || lat <= 0 {
-			return Fault{}, fmt.Errorf("faults: bad latency %q in fault %q (want a positive duration such as 50ms)", d, s)
+			return Fault{}, fmt.Errorf("proxy: bad latency %q in fault %q (want a positive duration such as 50ms)", d, s)
 		}
 		return Fault{Mode: Delay, Latency: lat}, nil
 	}
@@ -63,7 +63,7 @@ func ParseFault(s string) (Fault, error) {
 	case Pass, Reset, Blackhole, Refuse, CutAfterCommit:
 		return Fault{Mode: m}, nil
 	}
-	return Fault{}, fmt.Errorf("faults: unknown fault %q (want none, latency=DURATION, reset, blackhole, refuse or cut-after-commit)", s)
+	return Fault{}, fmt.Errorf("proxy: unknown fault %q (want none, latency=DURATION, reset, blackhole, refuse or cut-after-commit)", s)
 }
 
 // String returns f in ParseFault's syntax.
@@ -77,8 +77,8 @@ func (f Fault) String() string {
 	return string(f.Mode)
 }
 
-// ProxyConfig configures a [Proxy].
-type ProxyConfig struct {
+// Config configures a [Proxy].
+type Config struct {
 	// Listen is the address to listen on; "" means "127.0.0.1:0" (loopback,
 	// a free port). Anything else is used as given.
 	Listen string
@@ -98,8 +98,8 @@ type ProxyConfig struct {
 	Logger *slog.Logger
 }
 
-// ProxyCounts counts what a [Proxy] did.
-type ProxyCounts struct {
+// Counts counts what a [Proxy] did.
+type Counts struct {
 	Connections    int `json:"connections"`      // connections accepted
 	CommitsSeen    int `json:"commits_seen"`     // COMMITs recognised in client streams
 	Latency        int `json:"latency"`          // chunks delayed
@@ -110,7 +110,7 @@ type ProxyCounts struct {
 }
 
 // Faults returns the number of injected faults of all kinds.
-func (c ProxyCounts) Faults() int {
+func (c Counts) Faults() int {
 	return c.Latency + c.Reset + c.Blackhole + c.Refuse + c.CutAfterCommit
 }
 
@@ -125,7 +125,7 @@ type ConnInfo struct {
 // injects network faults at run time, for every connection or for one. It is
 // safe for concurrent use by multiple goroutines.
 type Proxy struct {
-	cfg    ProxyConfig
+	cfg    Config
 	ln     net.Listener
 	logger *slog.Logger
 	done   chan struct{}
@@ -136,18 +136,18 @@ type Proxy struct {
 	changed chan struct{} // closed and replaced on every fault change
 	conns   map[uint64]*proxyConn
 	nextID  uint64
-	counts  ProxyCounts
+	counts  Counts
 	closed  bool
 }
 
-// NewProxy starts a proxy listening on cfg.Listen and forwarding to
+// New starts a proxy listening on cfg.Listen and forwarding to
 // cfg.Target. Stop it with Close.
-func NewProxy(cfg ProxyConfig) (*Proxy, error) {
+func New(cfg Config) (*Proxy, error) {
 	if cfg.Target == "" {
-		return nil, errors.New("faults: ProxyConfig.Target is required")
+		return nil, errors.New("proxy: Config.Target is required")
 	}
 	if _, _, err := net.SplitHostPort(cfg.Target); err != nil {
-		return nil, fmt.Errorf("faults: ProxyConfig.Target %q: %w", cfg.Target, err)
+		return nil, fmt.Errorf("proxy: Config.Target %q: %w", cfg.Target, err)
 	}
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:0"
@@ -156,13 +156,13 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 		cfg.Protocol = ProtocolAuto
 	}
 	if _, err := ParseProtocol(string(cfg.Protocol)); err != nil {
-		return nil, fmt.Errorf("faults: ProxyConfig.Protocol: %w", err)
+		return nil, fmt.Errorf("proxy: Config.Protocol: %w", err)
 	}
 	if cfg.Fault.Mode == Inherit {
 		cfg.Fault.Mode = Pass
 	}
 	if err := cfg.Fault.validate(); err != nil {
-		return nil, fmt.Errorf("faults: ProxyConfig.Fault: %w", err)
+		return nil, fmt.Errorf("proxy: Config.Fault: %w", err)
 	}
 	if cfg.CutWait <= 0 {
 		cfg.CutWait = 5 * time.Second
@@ -176,7 +176,7 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("faults: ProxyConfig.Listen: %w", err)
+		return nil, fmt.Errorf("proxy: Config.Listen: %w", err)
 	}
 	p := &Proxy{
 		cfg: cfg, ln: ln, logger: logger, done: make(chan struct{}),
@@ -217,7 +217,7 @@ func (p *Proxy) SetFault(f Fault) error {
 		f.Mode = Pass
 	}
 	if err := f.validate(); err != nil {
-		return fmt.Errorf("faults: Proxy.SetFault: %w", err)
+		return fmt.Errorf("proxy: Proxy.SetFault: %w", err)
 	}
 	p.mu.Lock()
 	p.fault = f
@@ -229,7 +229,7 @@ func (p *Proxy) SetFault(f Fault) error {
 		}
 	}
 	p.mu.Unlock()
-	p.logger.Info("sqlretry/faults: proxy fault set", "fault", f.String())
+	p.logger.Info("sqlretry/faults/proxy: fault set", "fault", f.String())
 	for _, c := range reset {
 		c.reset("fault set")
 	}
@@ -241,10 +241,10 @@ func (p *Proxy) SetFault(f Fault) error {
 // and is not accepted here.
 func (p *Proxy) SetConnFault(id uint64, f Fault) error {
 	if err := f.validate(); err != nil {
-		return fmt.Errorf("faults: Proxy.SetConnFault: %w", err)
+		return fmt.Errorf("proxy: Proxy.SetConnFault: %w", err)
 	}
 	if f.Mode == Refuse {
-		return errors.New("faults: Proxy.SetConnFault: refuse applies to new connections only")
+		return errors.New("proxy: Proxy.SetConnFault: refuse applies to new connections only")
 	}
 	p.mu.Lock()
 	c, ok := p.conns[id]
@@ -255,7 +255,7 @@ func (p *Proxy) SetConnFault(id uint64, f Fault) error {
 	eff := p.effectiveLocked(c)
 	p.mu.Unlock()
 	if !ok {
-		return fmt.Errorf("faults: Proxy.SetConnFault: no open connection %d", id)
+		return fmt.Errorf("proxy: Proxy.SetConnFault: no open connection %d", id)
 	}
 	if eff.Mode == Reset {
 		c.reset("connection fault set")
@@ -276,7 +276,7 @@ func (p *Proxy) Conns() []ConnInfo {
 }
 
 // Counts returns a snapshot of the proxy's counters.
-func (p *Proxy) Counts() ProxyCounts {
+func (p *Proxy) Counts() Counts {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.counts
@@ -326,7 +326,7 @@ func (p *Proxy) effective(c *proxyConn) (Fault, <-chan struct{}) {
 	return p.effectiveLocked(c), p.changed
 }
 
-func (p *Proxy) count(f func(*ProxyCounts)) {
+func (p *Proxy) count(f func(*Counts)) {
 	p.mu.Lock()
 	f(&p.counts)
 	p.mu.Unlock()
@@ -346,7 +346,7 @@ func (p *Proxy) accept() {
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
-			p.logger.Error("sqlretry/faults: proxy accept failed", "err", err)
+			p.logger.Error("sqlretry/faults/proxy: accept failed", "err", err)
 			return
 		}
 		p.mu.Lock()
@@ -410,7 +410,7 @@ func (c *proxyConn) run() {
 	sc, err := d.DialContext(ctx, "tcp", c.p.cfg.Target)
 	cancel()
 	if err != nil {
-		c.p.logger.Warn("sqlretry/faults: proxy cannot reach its target", "conn", c.id, "target", c.p.cfg.Target, "err", err)
+		c.p.logger.Warn("sqlretry/faults/proxy: cannot reach its target", "conn", c.id, "target", c.p.cfg.Target, "err", err)
 		resetClose(c.client)
 		return
 	}
@@ -441,8 +441,8 @@ func (c *proxyConn) gate(isNew bool) bool {
 			if !isNew {
 				return true
 			}
-			c.p.count(func(n *ProxyCounts) { n.Refuse++ })
-			c.log("sqlretry/faults: proxy injected fault", "fault", "refuse")
+			c.p.count(func(n *Counts) { n.Refuse++ })
+			c.log("sqlretry/faults/proxy: injected fault", "fault", "refuse")
 			resetClose(c.client)
 			return false
 		case Reset:
@@ -452,8 +452,8 @@ func (c *proxyConn) gate(isNew bool) bool {
 			if isNew {
 				return true
 			}
-			c.p.count(func(n *ProxyCounts) { n.Latency++ })
-			c.log("sqlretry/faults: proxy injected fault", "fault", "latency", "latency", f.Latency)
+			c.p.count(func(n *Counts) { n.Latency++ })
+			c.log("sqlretry/faults/proxy: injected fault", "fault", "latency", "latency", f.Latency)
 			t := time.NewTimer(f.Latency)
 			defer t.Stop()
 			select {
@@ -465,8 +465,8 @@ func (c *proxyConn) gate(isNew bool) bool {
 		case Blackhole:
 			if !heldCounted {
 				heldCounted = true
-				c.p.count(func(n *ProxyCounts) { n.Blackhole++ })
-				c.log("sqlretry/faults: proxy injected fault", "fault", "blackhole")
+				c.p.count(func(n *Counts) { n.Blackhole++ })
+				c.log("sqlretry/faults/proxy: injected fault", "fault", "blackhole")
 			}
 			select {
 			case <-changed:
@@ -489,7 +489,7 @@ func (c *proxyConn) upstream(sc net.Conn) {
 		if n > 0 {
 			commits := parser.feed(buf[:n])
 			if commits > 0 {
-				c.p.count(func(k *ProxyCounts) { k.CommitsSeen += commits })
+				c.p.count(func(k *Counts) { k.CommitsSeen += commits })
 			}
 			if !c.gate(false) {
 				return
@@ -550,8 +550,8 @@ func (c *proxyConn) cutNow(why string) {
 	if c.isClosed() || !c.ended.CompareAndSwap(false, true) {
 		return // already closed for another reason: nothing injected
 	}
-	c.p.count(func(n *ProxyCounts) { n.CutAfterCommit++ })
-	c.log("sqlretry/faults: proxy injected fault", "fault", "cut-after-commit", "when", why)
+	c.p.count(func(n *Counts) { n.CutAfterCommit++ })
+	c.log("sqlretry/faults/proxy: injected fault", "fault", "cut-after-commit", "when", why)
 	resetClose(c.client)
 	c.close()
 }
@@ -562,8 +562,8 @@ func (c *proxyConn) reset(why string) {
 	if c.isClosed() || !c.ended.CompareAndSwap(false, true) {
 		return
 	}
-	c.p.count(func(n *ProxyCounts) { n.Reset++ })
-	c.log("sqlretry/faults: proxy injected fault", "fault", "reset", "when", why)
+	c.p.count(func(n *Counts) { n.Reset++ })
+	c.log("sqlretry/faults/proxy: injected fault", "fault", "reset", "when", why)
 	resetClose(c.client)
 	c.close()
 }

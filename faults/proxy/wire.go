@@ -1,4 +1,4 @@
-package faults
+package proxy
 
 import (
 	"encoding/binary"
@@ -37,7 +37,7 @@ func ParseProtocol(s string) (Protocol, error) {
 type protocolError struct{ s string }
 
 func (e *protocolError) Error() string {
-	return "faults: unknown protocol " + `"` + e.s + `"` + " (want auto, postgres or mysql)"
+	return "proxy: unknown protocol " + `"` + e.s + `"` + " (want auto, postgres or mysql)"
 }
 
 // maxParsed is the largest message whose text the parsers look at; larger

@@ -1,4 +1,4 @@
-package faults_test
+package proxy_test
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqlretry/sqlretry"
-	"github.com/sqlretry/sqlretry/faults"
+	"github.com/sqlretry/sqlretry/faults/proxy"
 	"github.com/sqlretry/sqlretry/internal/dbtest"
 )
 
@@ -71,11 +71,11 @@ type logBuf struct {
 func (l *logBuf) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
 func (l *logBuf) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
-func newProxy(t *testing.T, cfg faults.ProxyConfig) (*faults.Proxy, *logBuf) {
+func newProxy(t *testing.T, cfg proxy.Config) (*proxy.Proxy, *logBuf) {
 	t.Helper()
 	logs := &logBuf{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
-	p, err := faults.NewProxy(cfg)
+	p, err := proxy.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,23 +133,23 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestParseFault(t *testing.T) {
 	tests := []struct {
 		in      string
-		want    faults.Fault
+		want    proxy.Fault
 		wantErr bool
 	}{
-		{"none", faults.Fault{Mode: faults.Pass}, false},
-		{"latency=50ms", faults.Fault{Mode: faults.Delay, Latency: 50 * time.Millisecond}, false},
-		{"reset", faults.Fault{Mode: faults.Reset}, false},
-		{"blackhole", faults.Fault{Mode: faults.Blackhole}, false},
-		{"refuse", faults.Fault{Mode: faults.Refuse}, false},
-		{"cut-after-commit", faults.Fault{Mode: faults.CutAfterCommit}, false},
-		{"latency=0s", faults.Fault{}, true},
-		{"latency=fast", faults.Fault{}, true},
-		{"latency", faults.Fault{}, true},
-		{"drop", faults.Fault{}, true},
-		{"", faults.Fault{}, true},
+		{"none", proxy.Fault{Mode: proxy.Pass}, false},
+		{"latency=50ms", proxy.Fault{Mode: proxy.Delay, Latency: 50 * time.Millisecond}, false},
+		{"reset", proxy.Fault{Mode: proxy.Reset}, false},
+		{"blackhole", proxy.Fault{Mode: proxy.Blackhole}, false},
+		{"refuse", proxy.Fault{Mode: proxy.Refuse}, false},
+		{"cut-after-commit", proxy.Fault{Mode: proxy.CutAfterCommit}, false},
+		{"latency=0s", proxy.Fault{}, true},
+		{"latency=fast", proxy.Fault{}, true},
+		{"latency", proxy.Fault{}, true},
+		{"drop", proxy.Fault{}, true},
+		{"", proxy.Fault{}, true},
 	}
 	for _, tt := range tests {
-		got, err := faults.ParseFault(tt.in)
+		got, err := proxy.ParseFault(tt.in)
 		if (err != nil) != tt.wantErr || got != tt.want {
 			t.Errorf("ParseFault(%q) = %v, %v; want %v, error %v", tt.in, got, err, tt.want, tt.wantErr)
 		}
@@ -160,16 +160,16 @@ func TestParseFault(t *testing.T) {
 }
 
 func TestNewProxyRejectsBadConfig(t *testing.T) {
-	for _, cfg := range []faults.ProxyConfig{
+	for _, cfg := range []proxy.Config{
 		{},
 		{Target: "no-port"},
 		{Target: "127.0.0.1:1", Protocol: "oracle"},
-		{Target: "127.0.0.1:1", Fault: faults.Fault{Mode: faults.Delay}},
+		{Target: "127.0.0.1:1", Fault: proxy.Fault{Mode: proxy.Delay}},
 		{Target: "127.0.0.1:1", Listen: "256.0.0.1:0"},
 	} {
-		if p, err := faults.NewProxy(cfg); err == nil {
+		if p, err := proxy.New(cfg); err == nil {
 			p.Close()
-			t.Errorf("NewProxy(%+v): got nil error, want one", cfg)
+			t.Errorf("New(%+v): got nil error, want one", cfg)
 		}
 	}
 }
@@ -179,7 +179,7 @@ func TestProxyModes(t *testing.T) {
 	const wait = 10 * time.Second
 
 	t.Run("pass forwards and listens on loopback", func(t *testing.T) {
-		p, _ := newProxy(t, faults.ProxyConfig{Target: echo})
+		p, _ := newProxy(t, proxy.Config{Target: echo})
 		if !strings.HasPrefix(p.Addr(), "127.0.0.1:") {
 			t.Errorf("got address %s, want 127.0.0.1:PORT", p.Addr())
 		}
@@ -193,7 +193,7 @@ func TestProxyModes(t *testing.T) {
 	})
 
 	t.Run("latency delays each chunk", func(t *testing.T) {
-		p, logs := newProxy(t, faults.ProxyConfig{Target: echo, Fault: faults.Fault{Mode: faults.Delay, Latency: time.Millisecond}})
+		p, logs := newProxy(t, proxy.Config{Target: echo, Fault: proxy.Fault{Mode: proxy.Delay, Latency: time.Millisecond}})
 		c := dial(t, p.Addr())
 		if got, err := roundTrip(c, "slow", wait); err != nil || got != "slow" {
 			t.Fatalf("got %q, %v; want the echo", got, err)
@@ -207,12 +207,12 @@ func TestProxyModes(t *testing.T) {
 	})
 
 	t.Run("reset breaks established and new connections", func(t *testing.T) {
-		p, _ := newProxy(t, faults.ProxyConfig{Target: echo})
+		p, _ := newProxy(t, proxy.Config{Target: echo})
 		c := dial(t, p.Addr())
 		if _, err := roundTrip(c, "x", wait); err != nil {
 			t.Fatal(err)
 		}
-		p.SetFault(faults.Fault{Mode: faults.Reset})
+		p.SetFault(proxy.Fault{Mode: proxy.Reset})
 		if _, err := roundTrip(c, "y", wait); err == nil {
 			t.Error("established connection after reset: got nil error, want a broken connection")
 		}
@@ -225,19 +225,19 @@ func TestProxyModes(t *testing.T) {
 	})
 
 	t.Run("refuse resets new connections only", func(t *testing.T) {
-		p, logs := newProxy(t, faults.ProxyConfig{Target: echo})
+		p, logs := newProxy(t, proxy.Config{Target: echo})
 		old := dial(t, p.Addr())
 		if _, err := roundTrip(old, "x", wait); err != nil {
 			t.Fatal(err)
 		}
-		p.SetFault(faults.Fault{Mode: faults.Refuse})
+		p.SetFault(proxy.Fault{Mode: proxy.Refuse})
 		if err := dialTrip(p.Addr(), "y", wait); err == nil {
 			t.Error("new connection under refuse: got nil error, want it refused")
 		}
 		if got, err := roundTrip(old, "still", wait); err != nil || got != "still" {
 			t.Errorf("established connection under refuse: got %q, %v; want the echo", got, err)
 		}
-		p.SetFault(faults.Fault{Mode: faults.Pass})
+		p.SetFault(proxy.Fault{Mode: proxy.Pass})
 		c3 := dial(t, p.Addr())
 		if got, err := roundTrip(c3, "back", wait); err != nil || got != "back" {
 			t.Errorf("after the outage: got %q, %v; want the echo", got, err)
@@ -251,12 +251,12 @@ func TestProxyModes(t *testing.T) {
 	})
 
 	t.Run("blackhole holds data until the fault lifts", func(t *testing.T) {
-		p, _ := newProxy(t, faults.ProxyConfig{Target: echo})
+		p, _ := newProxy(t, proxy.Config{Target: echo})
 		c := dial(t, p.Addr())
 		if _, err := roundTrip(c, "x", wait); err != nil {
 			t.Fatal(err)
 		}
-		p.SetFault(faults.Fault{Mode: faults.Blackhole})
+		p.SetFault(proxy.Fault{Mode: proxy.Blackhole})
 		_, err := roundTrip(c, "held", 100*time.Millisecond)
 		var ne net.Error
 		if !errors.As(err, &ne) || !ne.Timeout() {
@@ -265,7 +265,7 @@ func TestProxyModes(t *testing.T) {
 		if got := p.Counts().Blackhole; got != 1 {
 			t.Errorf("got %d blackholed connections, want 1", got)
 		}
-		p.SetFault(faults.Fault{Mode: faults.Pass})
+		p.SetFault(proxy.Fault{Mode: proxy.Pass})
 		c.SetReadDeadline(time.Now().Add(wait))
 		buf := make([]byte, 4)
 		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "held" {
@@ -274,7 +274,7 @@ func TestProxyModes(t *testing.T) {
 	})
 
 	t.Run("blackhole holds new connections; Close releases them", func(t *testing.T) {
-		p, _ := newProxy(t, faults.ProxyConfig{Target: echo, Fault: faults.Fault{Mode: faults.Blackhole}})
+		p, _ := newProxy(t, proxy.Config{Target: echo, Fault: proxy.Fault{Mode: proxy.Blackhole}})
 		c := dial(t, p.Addr())
 		if _, err := roundTrip(c, "x", 100*time.Millisecond); err == nil {
 			t.Fatal("under blackhole: got an answer, want none")
@@ -290,7 +290,7 @@ func TestProxyModes(t *testing.T) {
 	})
 
 	t.Run("per-connection fault", func(t *testing.T) {
-		p, _ := newProxy(t, faults.ProxyConfig{Target: echo})
+		p, _ := newProxy(t, proxy.Config{Target: echo})
 		a, b := dial(t, p.Addr()), dial(t, p.Addr())
 		for _, c := range []net.Conn{a, b} {
 			if _, err := roundTrip(c, "x", wait); err != nil {
@@ -301,7 +301,7 @@ func TestProxyModes(t *testing.T) {
 		if len(conns) != 2 || conns[0].ID != 1 || conns[1].ID != 2 {
 			t.Fatalf("got connections %+v, want IDs 1 and 2", conns)
 		}
-		if err := p.SetConnFault(conns[0].ID, faults.Fault{Mode: faults.Reset}); err != nil {
+		if err := p.SetConnFault(conns[0].ID, proxy.Fault{Mode: proxy.Reset}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := roundTrip(a, "y", wait); err == nil {
@@ -310,10 +310,10 @@ func TestProxyModes(t *testing.T) {
 		if got, err := roundTrip(b, "ok", wait); err != nil || got != "ok" {
 			t.Errorf("other connection: got %q, %v; want the echo", got, err)
 		}
-		if err := p.SetConnFault(99, faults.Fault{Mode: faults.Reset}); err == nil {
+		if err := p.SetConnFault(99, proxy.Fault{Mode: proxy.Reset}); err == nil {
 			t.Error("SetConnFault on an unknown connection: got nil, want an error")
 		}
-		if err := p.SetConnFault(conns[1].ID, faults.Fault{Mode: faults.Refuse}); err == nil {
+		if err := p.SetConnFault(conns[1].ID, proxy.Fault{Mode: proxy.Refuse}); err == nil {
 			t.Error("SetConnFault refuse: got nil, want an error")
 		}
 	})
@@ -323,7 +323,7 @@ func TestProxyModes(t *testing.T) {
 type cutCase struct {
 	name  string
 	db    *server
-	proto faults.Protocol
+	proto proxy.Protocol
 	// commitVia inserts id in a transaction through addr and returns the
 	// COMMIT's error.
 	commitVia func(t *testing.T, dsn string, table string, id int) error
@@ -439,11 +439,11 @@ func pgxNativeCommit(t *testing.T, dsn, table string, id int) error {
 func TestProxyCutAfterCommit(t *testing.T) {
 	pg, my := pgDSNVia(t), myDSNVia(t)
 	cases := []cutCase{
-		{name: "pgx native", db: pg, proto: faults.ProtocolPostgres, commitVia: pgxNativeCommit},
-		{name: "pgx native, prepared COMMIT (extended protocol)", db: pg, proto: faults.ProtocolPostgres, commitVia: pgxPreparedCommit},
-		{name: "pgx stdlib", db: pg, proto: faults.ProtocolAuto, commitVia: sqlCommit("pgx")},
-		{name: "go-sql-driver/mysql", db: my, proto: faults.ProtocolMySQL, commitVia: sqlCommit("mysql")},
-		{name: "go-sql-driver/mysql, protocol detected", db: my, proto: faults.ProtocolAuto, commitVia: sqlCommit("mysql")},
+		{name: "pgx native", db: pg, proto: proxy.ProtocolPostgres, commitVia: pgxNativeCommit},
+		{name: "pgx native, prepared COMMIT (extended protocol)", db: pg, proto: proxy.ProtocolPostgres, commitVia: pgxPreparedCommit},
+		{name: "pgx stdlib", db: pg, proto: proxy.ProtocolAuto, commitVia: sqlCommit("pgx")},
+		{name: "go-sql-driver/mysql", db: my, proto: proxy.ProtocolMySQL, commitVia: sqlCommit("mysql")},
+		{name: "go-sql-driver/mysql, protocol detected", db: my, proto: proxy.ProtocolAuto, commitVia: sqlCommit("mysql")},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -452,7 +452,7 @@ func TestProxyCutAfterCommit(t *testing.T) {
 			if _, err := clean.Exec("CREATE TABLE " + table + " (id INT PRIMARY KEY)"); err != nil {
 				t.Fatal(err)
 			}
-			p, logs := newProxy(t, faults.ProxyConfig{Target: target, Protocol: tc.proto, Fault: faults.Fault{Mode: faults.CutAfterCommit}})
+			p, logs := newProxy(t, proxy.Config{Target: target, Protocol: tc.proto, Fault: proxy.Fault{Mode: proxy.CutAfterCommit}})
 			err := tc.commitVia(t, via(p.Addr()), table, 1)
 			if err == nil {
 				t.Fatal("COMMIT through the cutting proxy: got nil error, want a broken connection")
@@ -479,7 +479,7 @@ func TestProxyCutAfterCommit(t *testing.T) {
 				t.Errorf("log %q does not record the cut", logs.String())
 			}
 			// Without the fault the same path commits normally.
-			p.SetFault(faults.Fault{Mode: faults.Pass})
+			p.SetFault(proxy.Fault{Mode: proxy.Pass})
 			if err := tc.commitVia(t, via(p.Addr()), table, 2); err != nil {
 				t.Errorf("COMMIT through the passing proxy: %v", err)
 			}
@@ -489,7 +489,7 @@ func TestProxyCutAfterCommit(t *testing.T) {
 
 func TestProxyRealServerOutage(t *testing.T) {
 	pg := pgDSNVia(t)
-	p, _ := newProxy(t, faults.ProxyConfig{Target: pg.target})
+	p, _ := newProxy(t, proxy.Config{Target: pg.target})
 	db, err := sql.Open("pgx", pg.via(p.Addr()))
 	if err != nil {
 		t.Fatal(err)
@@ -500,8 +500,8 @@ func TestProxyRealServerOutage(t *testing.T) {
 	if err := db.PingContext(ctx); err != nil {
 		t.Fatalf("ping through the proxy: %v", err)
 	}
-	p.SetFault(faults.Fault{Mode: faults.Reset})
-	p.SetFault(faults.Fault{Mode: faults.Refuse})
+	p.SetFault(proxy.Fault{Mode: proxy.Reset})
+	p.SetFault(proxy.Fault{Mode: proxy.Refuse})
 	if err := db.PingContext(ctx); err == nil {
 		t.Error("ping during the outage: got nil, want an error")
 	}
@@ -509,7 +509,7 @@ func TestProxyRealServerOutage(t *testing.T) {
 	if c.Reset != 1 || c.Refuse < 1 {
 		t.Errorf("got counts %+v, want 1 reset and at least 1 refused", c)
 	}
-	p.SetFault(faults.Fault{Mode: faults.Pass})
+	p.SetFault(proxy.Fault{Mode: proxy.Pass})
 	if err := db.PingContext(ctx); err != nil {
 		t.Errorf("ping after the outage: %v", err)
 	}

@@ -1,4 +1,4 @@
-package faults
+package proxy
 
 import (
 	"encoding/binary"
