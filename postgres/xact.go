@@ -21,11 +21,16 @@ var (
 	// ErrXactInProgress: the transaction was still in progress after
 	// CommitVerifier.MaxWait.
 	ErrXactInProgress = errors.New("postgres: the transaction is still in progress")
-	// ErrHistoryChanged: the server answering is not on the timeline the
-	// transaction was marked on — a standby was promoted (or the server
-	// was restored) since — so the transaction id may now name another
-	// transaction, which a promoted standby hands out again.
-	ErrHistoryChanged = errors.New("postgres: the server's timeline changed since the transaction was marked (a failover or a restore): its transaction id may name another transaction now")
+	// ErrHistoryChanged: the server answering is not the server history
+	// the transaction was marked on — a standby was promoted, the server
+	// was restored, restarted or recovered from a crash since, or the pool
+	// reaches another server — so the transaction id may now name another
+	// transaction: a promoted standby, and a server recovered from a crash,
+	// hand the ids of lost transactions out again.
+	ErrHistoryChanged = errors.New("postgres: the server's history changed since the transaction was marked (a failover, a restore, a restart or a crash): its transaction id may name another transaction now")
+	// ErrStandby: the server answering is in recovery (a standby, or a
+	// server still recovering): it cannot settle a COMMIT.
+	ErrStandby = errors.New("postgres: the server answering is in recovery (a standby): it cannot settle a COMMIT")
 )
 
 // CommitVerifier is a [sr.CommitVerifier] for PostgreSQL 13 and later. Just
@@ -62,9 +67,12 @@ var (
 // and the COMMIT counts as applied.
 //
 // Marking costs one round trip per transaction (see the benchmarks in the
-// root package's integration tests). The verdict is only meaningful on the
-// server that ran the transaction: after a failover to a replica promoted
-// with a different history, use an Op Verify that reads the data instead.
+// root package's integration tests). The verdict is only given by the
+// server history that ran the transaction: the mark names it (timeline,
+// postmaster start, crash recovery), and after a failover, a crash, a
+// restart, or with a pool that reaches another server, Committed returns
+// [ErrHistoryChanged] and the call ends in ErrAmbiguous. To settle those
+// too, use an Op Verify that reads the data.
 //
 // Set it as the Policy's Config.CommitVerifier; RunTx uses it for every
 // Write Op without a Verify of its own:
@@ -87,18 +95,51 @@ type CommitVerifier struct {
 
 var _ sr.CommitVerifier = CommitVerifier{}
 
-// timelineExpr is the server's current timeline, as the first 8 hex digits
-// of the name of the WAL file being written: a promotion (or a point-in-time
-// restore) moves every later write to a new timeline. It fails during
-// recovery, where nothing commits.
-const timelineExpr = "substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)"
+// historyExpr names the server history a transaction id belongs to. Ids
+// are handed out again when a history forks, so a status is only believed
+// from the history that gave the id out. It joins three values, each read
+// from the server, none of them depending on the session's settings:
+//
+//   - the timeline, as the first 8 hex digits of the name of the WAL file
+//     being written: a promotion (or a point-in-time restore) moves every
+//     later write to a new timeline, and the new primary hands the ids of
+//     transactions it never received out again;
+//   - pg_postmaster_start_time(), in microseconds: a restart after a crash
+//     (pg_ctl stop -m immediate, a power loss) recovers only the WAL that was
+//     written out, and hands out again the ids that only the lost WAL named
+//     (a transaction whose COMMIT was in flight), on the same timeline. It
+//     also tells apart two servers on the same timeline number (another
+//     cluster, a standby);
+//   - the statistics reset time of pg_stat_bgwriter, in microseconds: when
+//     a backend crashes the postmaster ends every session and runs crash
+//     recovery without restarting itself (its start time stays), and crash
+//     recovery discards the statistics and resets this time. An
+//     administrator's pg_stat_reset_shared('bgwriter') resets it too, which
+//     only makes an unknown COMMIT of that moment ambiguous.
+//
+// Not in it: the system identifier, which pg_control_system() reads from
+// the pg_control file on every call, a read that can catch the file being
+// rewritten by a checkpoint on servers before PostgreSQL 16 (a CRC error
+// that would fail the transaction); the start time already tells two
+// clusters apart. pg_walfile_name fails during recovery, where nothing
+// commits.
+const historyExpr = "pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8)" +
+	" || '/' || (extract(epoch FROM pg_catalog.pg_postmaster_start_time()) * 1000000)::bigint" +
+	" || '/' || coalesce((extract(epoch FROM (SELECT stats_reset FROM pg_catalog.pg_stat_bgwriter)) * 1000000)::bigint::text, '-')"
 
 // markQuery takes the transaction's id, assigning one if it has none, and
-// the timeline it runs on: "xid@timeline". On a hot standby, where none can
-// be assigned and nothing can commit, it returns NULL.
-const markQuery = "SELECT CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_current_xact_id()::text || '@' || " + timelineExpr + " END"
+// the history it runs on: "xid@history". On a hot standby, where none can be
+// assigned and nothing can commit, it returns NULL.
+const markQuery = "SELECT CASE WHEN pg_catalog.pg_is_in_recovery() THEN NULL ELSE pg_catalog.pg_current_xact_id()::text || '@' || " + historyExpr + " END"
 
-// Mark returns the transaction's id and timeline as "xid@timeline",
+// statusQuery asks the status of transaction $1 if the server is on
+// history $2, and returns the server's history (NULL on a standby, in
+// recovery). pg_xact_status itself fails for an id the server has not
+// handed out yet.
+const statusQuery = "SELECT h, CASE WHEN h = $2 THEN pg_catalog.pg_xact_status($1::text::xid8) END FROM " +
+	"(SELECT CASE WHEN pg_catalog.pg_is_in_recovery() THEN NULL ELSE " + historyExpr + " END) AS s(h)"
+
+// Mark returns the transaction's id and server history as "xid@history",
 // assigning an id if the transaction has none yet, or "" on a hot standby.
 func (CommitVerifier) Mark(ctx context.Context, tx *sql.Tx) (string, error) {
 	var xid sql.NullString
@@ -109,14 +150,14 @@ func (CommitVerifier) Mark(ctx context.Context, tx *sql.Tx) (string, error) {
 }
 
 // Committed reports whether the transaction Mark returned mark for
-// committed, asking pg_xact_status on a connection of db — but only of a
-// server on the timeline the transaction was marked on: after a promotion
-// the new primary hands the lost transaction's id out again, and its status
-// would be another transaction's, so Committed returns [ErrHistoryChanged]
-// (the call then ends in ErrAmbiguous). A standby answering (the pool
-// points at one) cannot tell its timeline mid-recovery: an error too. An
-// empty mark (a transaction on a hot standby, which cannot commit
-// anything) counts as committed.
+// committed, asking pg_xact_status on a connection of db — but only of the
+// server history the transaction was marked on (see historyExpr): after a
+// promotion, a crash or a restart the server may have handed the lost
+// transaction's id out again, and its status would be another
+// transaction's, so Committed returns [ErrHistoryChanged] (the call then
+// ends in ErrAmbiguous). A standby answering (the pool points at one)
+// returns [ErrStandby]. An empty mark (a transaction on a hot standby,
+// which cannot commit anything) counts as committed.
 func (v CommitVerifier) Committed(ctx context.Context, db *sql.DB, mark string) (bool, error) {
 	if mark == "" {
 		return true, nil
@@ -132,19 +173,15 @@ func (v CommitVerifier) Committed(ctx context.Context, db *sql.DB, mark string) 
 	if sleep == nil {
 		sleep = wait.Sleep
 	}
-	xid, timeline, ok := strings.Cut(mark, "@")
-	if !ok || xid == "" || timeline == "" {
+	xid, history, ok := strings.Cut(mark, "@")
+	if !ok || xid == "" || history == "" {
 		return false, errors.New("postgres: CommitVerifier: not a mark: " + strconv.Quote(mark))
 	}
 	var waited time.Duration
 	for {
-		var status sql.NullString
-		var now string
-		if err := db.QueryRowContext(ctx, "SELECT pg_xact_status($1::text::xid8), "+timelineExpr, xid).Scan(&status, &now); err != nil {
+		status, err := xactStatus(ctx, db, xid, history)
+		if err != nil {
 			return false, err
-		}
-		if now != timeline {
-			return false, ErrHistoryChanged
 		}
 		committed, again, err := settle(status)
 		if !again {
@@ -160,6 +197,22 @@ func (v CommitVerifier) Committed(ctx context.Context, db *sql.DB, mark string) 
 		waited += d
 		pause *= 2
 	}
+}
+
+// xactStatus asks pg_xact_status about xid, if the server answering is on
+// history.
+func xactStatus(ctx context.Context, db *sql.DB, xid, history string) (sql.NullString, error) {
+	var now, status sql.NullString
+	if err := db.QueryRowContext(ctx, statusQuery, xid, history).Scan(&now, &status); err != nil {
+		return status, err
+	}
+	if !now.Valid {
+		return status, ErrStandby
+	}
+	if now.String != history {
+		return status, ErrHistoryChanged
+	}
+	return status, nil
 }
 
 // settle reads one answer of pg_xact_status.

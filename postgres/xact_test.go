@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -100,25 +102,62 @@ func TestCommitVerifierServer(t *testing.T) {
 			t.Errorf("rolled back: got %v, %v; want false, nil", ok, err)
 		}
 	})
-	t.Run("another timeline: no answer", func(t *testing.T) {
-		// A promoted standby hands the lost transaction's id out again:
-		// a mark from another timeline must not be answered.
+	t.Run("another history: no answer", func(t *testing.T) {
+		// A promoted standby, and a server recovered from a crash, hand
+		// the lost transaction's id out again: a mark from another
+		// timeline, postmaster start or statistics reset must not be
+		// answered.
 		tx, _ := db.BeginTx(ctx, nil)
 		tx.Exec("INSERT INTO t VALUES (40)")
 		m := mark(t, tx)
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
-		xid, tl, ok := strings.Cut(m, "@")
-		if !ok || len(tl) != 8 {
-			t.Fatalf("mark %q: want xid@timeline", m)
+		xid, history, _ := strings.Cut(m, "@")
+		parts := strings.Split(history, "/")
+		if len(parts) != 3 || len(parts[0]) != 8 {
+			t.Fatalf("mark %q: want xid@timeline/start/reset", m)
 		}
-		other := xid + "@" + fmt.Sprintf("%08X", 0x7fffffff)
-		if ok, err := v.Committed(ctx, db, other); ok || !errors.Is(err, ErrHistoryChanged) {
-			t.Errorf("got %v, %v; want false, ErrHistoryChanged", ok, err)
+		for i, name := range []string{"timeline", "postmaster start", "statistics reset"} {
+			other := slices.Clone(parts)
+			other[i] = fmt.Sprintf("%08X", 0x7fffffff)
+			if ok, err := v.Committed(ctx, db, xid+"@"+strings.Join(other, "/")); ok || !errors.Is(err, ErrHistoryChanged) {
+				t.Errorf("another %s: got %v, %v; want false, ErrHistoryChanged", name, ok, err)
+			}
 		}
 		if _, err := v.Committed(ctx, db, xid); err == nil {
-			t.Error("a mark without a timeline was answered")
+			t.Error("a mark without a history was answered")
+		}
+	})
+	t.Run("an id not handed out yet: no answer", func(t *testing.T) {
+		// The same id one epoch (2^32 ids) later: a mark that cannot come
+		// from this history gets an error, not a verdict.
+		tx, _ := db.BeginTx(ctx, nil)
+		m := mark(t, tx)
+		tx.Rollback()
+		xid, history, _ := strings.Cut(m, "@")
+		n, err := strconv.ParseUint(xid, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := v.Committed(ctx, db, strconv.FormatUint(n+1<<32, 10)+"@"+history); ok || err == nil {
+			t.Errorf("got %v, %v; want false and an error", ok, err)
+		}
+	})
+	t.Run("the session's time zone and date style do not change the history", func(t *testing.T) {
+		tx, _ := db.BeginTx(ctx, nil)
+		defer tx.Rollback()
+		for _, q := range []string{"SET LOCAL TIME ZONE 'Asia/Kathmandu'", "SET LOCAL DateStyle = 'SQL, DMY'", "SET LOCAL extra_float_digits = -15", "INSERT INTO t VALUES (41)"} {
+			if _, err := tx.Exec(q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		m := mark(t, tx)
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := v.Committed(ctx, db, m); !ok || err != nil {
+			t.Errorf("got %v, %v; want true, nil", ok, err)
 		}
 	})
 	t.Run("an empty mark (hot standby) counts as applied", func(t *testing.T) {
