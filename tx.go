@@ -143,6 +143,13 @@ func (t *txRun) attempt(ctx context.Context) error {
 	// not to retry the connect and the BEGIN on their own: RunTx retries
 	// the whole attempt, and the two loops must not multiply.
 	ctx = context.WithValue(ctx, txKey{}, true)
+	if t.verifier != nil {
+		// Outside the transaction and before it takes a connection: a
+		// marker verifier creates its table and prunes old rows here.
+		if err := beforeTx(ctx, t.verifier, t.db); err != nil {
+			return err
+		}
+	}
 	// The transaction runs on a pinned connection, so that after a failed
 	// COMMIT RunTx can ask the driver whether the session survived.
 	conn, err := t.db.Conn(ctx)

@@ -1,0 +1,153 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"strconv"
+	"time"
+
+	sr "github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/internal/marker"
+)
+
+// MarkerTableDDL creates the default marker table of [MarkerVerifier] and
+// its index, for a migration. The table must be an ordinary (logged) table,
+// so that a standby promoted in a failover has its rows.
+const MarkerTableDDL = `CREATE TABLE IF NOT EXISTS sqlretry_commit_marks (
+    mark_key   char(32) PRIMARY KEY,  -- sqlretry.NewKey: 32 hex digits
+    created_at bigint   NOT NULL,     -- unix seconds, by the marking client's clock
+    tombstone  smallint NOT NULL      -- 1: written by Committed, proving the marker never committed
+);
+CREATE INDEX IF NOT EXISTS sqlretry_commit_marks_created_at ON sqlretry_commit_marks (created_at);
+`
+
+// ErrMarkerInFlight is the error of [MarkerVerifier.Committed] when the
+// marker's key stayed locked for MaxWait: the transaction may still be
+// committing. sqlretry.RunTx then returns an error matching
+// sqlretry.ErrAmbiguous.
+var ErrMarkerInFlight = marker.ErrInFlight
+
+// markerDialect is PostgreSQL's for package marker.
+var markerDialect = marker.Dialect{
+	Engine: "postgres",
+	Param:  func(n int) string { return "$" + strconv.Itoa(n) },
+	DDL: func(t marker.Name, index string) []string {
+		return []string{
+			"CREATE TABLE IF NOT EXISTS " + t.String() + " (mark_key char(32) PRIMARY KEY, created_at bigint NOT NULL, tombstone smallint NOT NULL)",
+			"CREATE INDEX IF NOT EXISTS " + index + " ON " + t.String() + " (created_at)",
+		}
+	},
+	// SKIP LOCKED: two pruners at once delete different rows rather than
+	// wait for each other.
+	Prune: func(t, cutoff, limit string) string {
+		return "DELETE FROM " + t + " WHERE mark_key IN (SELECT mark_key FROM " + t + " WHERE created_at < " + cutoff +
+			" ORDER BY created_at LIMIT " + limit + " FOR UPDATE SKIP LOCKED)"
+	},
+	Classify:  Classify,
+	Duplicate: []string{"23505"}, // unique_violation (PostgreSQL manual, Appendix A)
+}
+
+// MarkerVerifier is a [sr.CommitVerifier] that settles an ambiguous COMMIT
+// with a row of its own in a marker table, so that its verdict survives a
+// failover. Just before COMMIT, Mark inserts a random key (128 bits) into
+// the table, inside the transaction; after a COMMIT whose outcome is
+// unknown, Committed looks the key up through the pool, on whichever server
+// is primary now:
+//
+//   - found: the transaction committed (and its data is on this server);
+//   - not found: Committed inserts the key itself, as a tombstone, in
+//     autocommit. The primary key makes that insert wait while the marked
+//     transaction is still in flight (its backend has not noticed the lost
+//     connection, or its COMMIT waits on a synchronous standby): a
+//     duplicate-key error then means it committed; a tombstone that lands
+//     means it never can, and RunTx runs the transaction again;
+//   - still locked after MaxWait: [ErrMarkerInFlight], and the call ends in
+//     sqlretry.ErrAmbiguous.
+//
+// Use [CommitVerifier] (pg_xact_status) when the pool always reaches the
+// server the transaction ran on: it needs no table and is the cheapest.
+// Use MarkerVerifier where a failover can move the pool to a promoted
+// standby, on which pg_xact_status cannot answer ([ErrHistoryChanged]), or
+// combine the two with sqlretry.Verifiers(CommitVerifier{},
+// &MarkerVerifier{}): the first answers while it can, the marker after a
+// failover. The same verifier exists for every engine (mysql, sqlite,
+// mssql).
+//
+// It costs one INSERT per transaction and a table: [MarkerTableDDL], or set
+// CreateTable. Old rows are deleted every PruneEvery transactions, in
+// autocommit, before the transaction opens (RunTx calls BeforeTx): at most
+// 4×PruneEvery rows older than TTL at a time, so the table holds about an
+// hour of transactions, and the delete takes no lock inside a user's
+// transaction.
+//
+//	p, err := sqlretry.New(sqlretry.Config{Classifier: postgres.Classifier, CommitVerifier: &postgres.MarkerVerifier{}})
+//	err = sqlretry.RunTx(ctx, db, p, sqlretry.Write("transfer", nil), nil, fn)
+//
+// The zero value is ready to use: the table sqlretry_commit_marks, which
+// must exist. A MarkerVerifier is safe for concurrent use; its fields must
+// not change after its first use, which reads them (an invalid one makes
+// every call fail with an error naming it).
+type MarkerVerifier struct {
+	// Table names the marker table, optionally schema-qualified. If "",
+	// sqlretry_commit_marks.
+	Table string
+	// CreateTable lets the verifier create the table and its index (CREATE
+	// ... IF NOT EXISTS) on first use on each *sql.DB, before the first
+	// transaction opens: for users allowed to run DDL.
+	CreateTable bool
+	// MaxWait bounds how long Committed waits for a marker key another
+	// transaction holds, and how long a prune may take. If 0, 5 s.
+	MaxWait time.Duration
+	// TTL is the age after which a marker is pruned. It must be far longer
+	// than any RunTx call (at least a minute; clocks of clients must agree
+	// far better than that). If 0, 1 h.
+	TTL time.Duration
+	// PruneEvery is how many transactions pass between two prunes. If 0,
+	// 100; if negative, the verifier never prunes, and the table grows
+	// until something else deletes old rows.
+	PruneEvery int
+
+	lazy  marker.Lazy
+	seams marker.Config // tests set Now, Sleep and NewKey
+}
+
+var (
+	_ sr.CommitVerifier = (*MarkerVerifier)(nil)
+	_ sr.TxSetup        = (*MarkerVerifier)(nil)
+)
+
+func (v *MarkerVerifier) get() (*marker.Verifier, error) {
+	c := v.seams
+	c.Table, c.CreateTable, c.MaxWait, c.TTL, c.PruneEvery = v.Table, v.CreateTable, v.MaxWait, v.TTL, v.PruneEvery
+	return v.lazy.Get(&markerDialect, c)
+}
+
+// Mark inserts a new key into the marker table inside tx and returns it.
+func (v *MarkerVerifier) Mark(ctx context.Context, tx *sql.Tx) (string, error) {
+	m, err := v.get()
+	if err != nil {
+		return "", err
+	}
+	return m.Mark(ctx, tx)
+}
+
+// Committed reports whether the transaction Mark returned mark for
+// committed; see [MarkerVerifier].
+func (v *MarkerVerifier) Committed(ctx context.Context, db *sql.DB, mark string) (bool, error) {
+	m, err := v.get()
+	if err != nil {
+		return false, err
+	}
+	return m.Committed(ctx, db, mark)
+}
+
+// BeforeTx creates the table on first use if CreateTable is set, and
+// prunes old markers every PruneEvery calls. RunTx calls it before each
+// attempt opens its transaction.
+func (v *MarkerVerifier) BeforeTx(ctx context.Context, db *sql.DB) error {
+	m, err := v.get()
+	if err != nil {
+		return err
+	}
+	return m.BeforeTx(ctx, db)
+}
