@@ -1,0 +1,325 @@
+package dbtest
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// galeraNodes is the size of a throwaway cluster: the smallest that keeps a
+// quorum (2 of 3) when one node dies.
+const galeraNodes = 3
+
+// galeraSyncTimeout bounds waiting for a cluster to form or a node to
+// rejoin (after its server already answers pings).
+const galeraSyncTimeout = 90 * time.Second
+
+// galeraProviders are where Debian's galera-4 (and other distributions)
+// put the wsrep provider.
+var galeraProviders = []string{
+	"/usr/lib/galera/libgalera_smm.so",
+	"/usr/lib/galera-4/libgalera_smm.so",
+	"/usr/lib64/galera-4/libgalera_smm.so",
+	"/usr/lib64/galera/libgalera_smm.so",
+}
+
+// galeraProviderOptions shorten Galera's failure detection for tests: a
+// SIGKILLed node is dropped from the view about 3 s after it dies (defaults:
+// suspect 5 s, inactive 15 s), while a node that is merely slow on a loaded
+// 2-core machine is still given 3 s to answer. gcache is small because the
+// data is.
+const galeraProviderOptions = "evs.keepalive_period=PT0.5S;evs.inactive_check_period=PT0.5S;" +
+	"evs.suspect_timeout=PT3S;evs.inactive_timeout=PT5S;evs.install_timeout=PT5S;" +
+	"gcache.size=32M;pc.wait_prim_timeout=PT10S"
+
+// A Galera is a throwaway MariaDB Galera cluster of three nodes on loopback,
+// owned by one test: each node a [Server] with its own directory, mysql
+// port, group-communication port, IST port and SST port. Every node is
+// killed by PID (its whole process group: SST scripts and their rsync
+// daemons too) and its directory removed when the test ends, failed or not.
+type Galera struct {
+	t     testing.TB
+	Nodes []*Server
+	// newCluster[i] adds --wsrep-new-cluster to node i's next start: only
+	// the first node's first start bootstraps; every later start joins.
+	newCluster []*atomic.Bool
+}
+
+// StartGalera starts a three-node Galera cluster: the first node bootstraps
+// a new cluster, the other two join it (state transfer by rsync), and
+// StartGalera returns once every node reports wsrep_cluster_size=3,
+// wsrep_ready=ON and Synced. The test is skipped through [Skip] when MariaDB
+// or galera-4 (the wsrep provider) is not installed; nothing is installed
+// at test time.
+func StartGalera(t testing.TB) *Galera {
+	t.Helper()
+	provider, err := galeraProvider()
+	if err != nil {
+		Skip(t, "dbtest: no Galera: %v (apt-get install galera-4 rsync)", err)
+		return nil
+	}
+	server, install, err := mariadbBinaries()
+	if err != nil {
+		Skip(t, "dbtest: no MariaDB server binaries: %v", err)
+		return nil
+	}
+	tmpl := mariadbTemplate(t, server, install)
+	g := &Galera{t: t}
+	ports := galeraPorts(t)
+	for i := 0; i < galeraNodes; i++ {
+		g.newCluster = append(g.newCluster, new(atomic.Bool))
+		g.newCluster[i].Store(i == 0)
+		s := g.node(i, server, provider, tmpl, ports)
+		t.Cleanup(func() { killGroup(s) }) // runs before launch's cleanup
+		g.Nodes = append(g.Nodes, launch(t, s))
+		g.newCluster[i].Store(false)
+		if err := g.WaitSynced(i, i+1); err != nil {
+			t.Fatalf("dbtest: Galera node %d did not join: %v\n%s", i, err, s.logSince(0))
+		}
+	}
+	return g
+}
+
+// galeraPorts returns, per node, its group-communication, IST and SST ports
+// (the mysql port is launch's to choose).
+func galeraPorts(t testing.TB) [][3]int {
+	out := make([][3]int, galeraNodes)
+	seen := map[int]bool{}
+	for i := range out {
+		for j := range out[i] {
+			for {
+				p, err := freePort()
+				if err != nil {
+					t.Fatalf("dbtest: free port: %v", err)
+				}
+				if !seen[p] { // the kernel may hand a port out twice
+					seen[p] = true
+					out[i][j] = p
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+// node builds (but does not start) node i of the cluster.
+func (g *Galera) node(i int, server, provider, tmpl string, ports [][3]int) *Server {
+	dir, copyTime := serverDir(g.t, fmt.Sprintf("sqlretry-galera%d-", i), tmpl, nil)
+	asUser, err := galeraUser(dir)
+	if err != nil {
+		g.t.Fatalf("dbtest: Galera node %d: %v", i, err)
+	}
+	var members []string
+	for _, p := range ports {
+		members = append(members, "127.0.0.1:"+strconv.Itoa(p[0]))
+	}
+	gcomm, ist, sst := ports[i][0], ports[i][1], ports[i][2]
+	settings := mergeSettings(mariadbDefaults, map[string]string{
+		"wsrep-on":                  "ON",
+		"wsrep-provider":            provider,
+		"wsrep-cluster-name":        "sqlretry",
+		"wsrep-cluster-address":     "gcomm://" + strings.Join(members, ","),
+		"wsrep-node-name":           "node" + strconv.Itoa(i),
+		"wsrep-node-address":        "127.0.0.1:" + strconv.Itoa(gcomm),
+		"wsrep-sst-method":          "rsync",
+		"wsrep-sst-receive-address": "127.0.0.1:" + strconv.Itoa(sst),
+		"wsrep-provider-options": fmt.Sprintf("base_host=127.0.0.1;base_port=%d;gmcast.listen_addr=tcp://127.0.0.1:%d;ist.recv_addr=127.0.0.1:%d;%s",
+			gcomm, gcomm, ist, galeraProviderOptions),
+		"binlog-format":            "ROW",
+		"innodb-autoinc-lock-mode": "2",
+		"default-storage-engine":   "InnoDB",
+	})
+	argv := mariadbArgv(server, dir, asUser, settings)
+	newCluster := g.newCluster[i]
+	return &Server{
+		kind:     "MariaDB Galera node " + strconv.Itoa(i),
+		dir:      dir,
+		logPath:  filepath.Join(dir, "server.log"),
+		driver:   "mysql",
+		stopSig:  syscall.SIGTERM,
+		copyTime: copyTime,
+		argv: func(port int) []string {
+			args := argv(port)
+			// The SST script tells the donor where to send the client
+			// port; without it the joiner advertises 3306, the shared
+			// server's.
+			args = append(args, "--wsrep-node-incoming-address=127.0.0.1:"+strconv.Itoa(port))
+			if newCluster.Load() {
+				args = append(args, "--wsrep-new-cluster")
+			}
+			return args
+		},
+		dsn: func(port int) string {
+			return fmt.Sprintf("root@tcp(127.0.0.1:%d)/test?parseTime=true", port)
+		},
+	}
+}
+
+// galeraUser returns the --user option of a node whose directory is dir.
+// As root, the node runs as mysql and dir becomes mysql's: the joiner's SST
+// script starts an rsync daemon, which as root would switch to nobody and
+// then could not write the data directory. As anyone else the node runs as
+// that user, and so does the daemon.
+func galeraUser(dir string) ([]string, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup("mysql")
+	if err != nil {
+		return nil, fmt.Errorf("running as root needs a mysql user for the nodes: %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	err = filepath.WalkDir(dir, func(path string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, uid, gid)
+	})
+	return []string{"--user=mysql"}, err
+}
+
+// galeraProvider finds libgalera_smm.so.
+func galeraProvider() (string, error) {
+	for _, p := range galeraProviders {
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("libgalera_smm.so not found in %s", strings.Join(galeraProviders, ", "))
+}
+
+// mariadbTemplate returns the cached template StartMariaDB uses: the same
+// key and the same builder, so the two share one mariadb-install-db.
+func mariadbTemplate(t testing.TB, server, install string) string {
+	t.Helper()
+	version, err := output(server, "--version")
+	if err != nil {
+		Skip(t, "dbtest: %s --version: %v", server, err)
+	}
+	var asRoot []string
+	if os.Geteuid() == 0 {
+		asRoot = []string{"--user=root"}
+	}
+	tmpl, err := cachedTemplate("mariadb", version+"\x00"+server, func(dir string) error {
+		return initMariaDB(filepath.Join(dir, "data"), server, install, asRoot)
+	})
+	if err != nil {
+		t.Fatalf("dbtest: initialise MariaDB template: %v", err)
+	}
+	return tmpl
+}
+
+// killGroup SIGKILLs node s's whole process group (the server started it
+// with Setpgid, so the group's id is its pid): an SST script and the rsync
+// daemon it forked are grandchildren, which Server.Kill's children-only
+// sweep would miss. Server.Kill then reaps the server.
+func killGroup(s *Server) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.runningLocked() {
+		// Not yet reaped, so the pid (and the group id) is still ours.
+		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	return s.killLocked()
+}
+
+// Kill SIGKILLs node i and its helpers (by process group), like a crash, and
+// waits until the server process is reaped. The surviving two keep a
+// quorum.
+func (g *Galera) Kill(i int) error { return killGroup(g.Nodes[i]) }
+
+// Rejoin starts node i again on its data directory and ports, without
+// --wsrep-new-cluster, and waits until it is back in a cluster of size 3,
+// Synced and ready (after IST or SST from a donor).
+func (g *Galera) Rejoin(i int) error {
+	if err := g.Nodes[i].Start(); err != nil {
+		return err
+	}
+	return g.WaitSynced(i, galeraNodes)
+}
+
+// WaitSynced waits until node i reports wsrep_ready=ON, the Synced state and
+// a primary component of the given size.
+func (g *Galera) WaitSynced(i, size int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), galeraSyncTimeout)
+	defer cancel()
+	want := map[string]string{
+		"wsrep_ready":               "ON",
+		"wsrep_connected":           "ON",
+		"wsrep_local_state_comment": "Synced",
+		"wsrep_cluster_status":      "Primary",
+		"wsrep_cluster_size":        strconv.Itoa(size),
+	}
+	var last error
+	for {
+		st, err := g.Status(ctx, i)
+		if err == nil {
+			last = mismatch(st, want)
+			if last == nil {
+				return nil
+			}
+		} else {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("node %d not synced in a cluster of %d after %v: %v", i, size, galeraSyncTimeout, last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// mismatch names the first status variable whose value is not the wanted
+// one.
+func mismatch(st, want map[string]string) error {
+	for k, v := range want {
+		got, ok := st[k]
+		if !ok {
+			return fmt.Errorf("%s missing", k)
+		}
+		if got != v {
+			return fmt.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+	return nil
+}
+
+// Status returns node i's wsrep status variables (SHOW GLOBAL STATUS LIKE
+// 'wsrep%'), name to value.
+func (g *Galera) Status(ctx context.Context, i int) (map[string]string, error) {
+	db, err := sql.Open("mysql", g.Nodes[i].DSN())
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS LIKE 'wsrep%'")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	st := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, err
+		}
+		st[strings.ToLower(k)] = v
+	}
+	if len(st) == 0 {
+		return nil, errors.New("no wsrep status variables: is wsrep on?")
+	}
+	return st, rows.Err()
+}
