@@ -1,8 +1,9 @@
 package sqlretry
 
 import (
-	"strconv"
 	"time"
+
+	"github.com/sqlretry/sqlretry/internal/enum"
 )
 
 // Jitter chooses how a backoff step is randomised. The zero value is
@@ -21,24 +22,15 @@ const (
 	NoJitter
 )
 
-var jitterNames = [...]string{"full", "equal", "decorrelated", "none"}
+var jitterNames = []string{"full", "equal", "decorrelated", "none"}
 
 // String returns "full", "equal", "decorrelated" or "none".
-func (j Jitter) String() string {
-	if int(j) < len(jitterNames) {
-		return jitterNames[j]
-	}
-	return "Jitter(" + strconv.Itoa(int(j)) + ")"
-}
+func (j Jitter) String() string { return enum.Name(jitterNames, j, "Jitter") }
 
 // ParseJitter is the inverse of [Jitter.String].
 func ParseJitter(s string) (Jitter, bool) {
-	for i, n := range jitterNames {
-		if n == s {
-			return Jitter(i), true
-		}
-	}
-	return 0, false
+	j, err := enum.Parse[Jitter](jitterNames, s, s, "")
+	return j, err == nil
 }
 
 // Step returns the un-jittered wait before retry n (1 for the first retry):

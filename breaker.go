@@ -3,10 +3,11 @@ package sqlretry
 import (
 	"errors"
 	"math"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sqlretry/sqlretry/internal/enum"
 )
 
 // BreakerState is a [Breaker]'s state.
@@ -18,18 +19,10 @@ const (
 	BreakerHalfOpen                     // one probe call is let through
 )
 
+var breakerStateNames = []string{"closed", "open", "half-open"}
+
 // String returns "closed", "open" or "half-open".
-func (s BreakerState) String() string {
-	switch s {
-	case BreakerClosed:
-		return "closed"
-	case BreakerOpen:
-		return "open"
-	case BreakerHalfOpen:
-		return "half-open"
-	}
-	return "BreakerState(" + strconv.Itoa(int(s)) + ")"
-}
+func (s BreakerState) String() string { return enum.Name(breakerStateNames, s, "BreakerState") }
 
 // BreakerConfig sets when a [Breaker] trips and how long it stays open.
 type BreakerConfig struct {

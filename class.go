@@ -4,12 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"errors"
 	"io"
 	"net"
-	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/sqlretry/sqlretry/internal/enum"
 )
 
 // Phase says what is known about the effect of a failed attempt.
@@ -30,30 +30,14 @@ const (
 	NotApplied
 )
 
+var phaseNames = []string{"unknown", "not-sent", "not-applied"}
+
 // String returns "unknown", "not-sent" or "not-applied".
-func (p Phase) String() string {
-	switch p {
-	case Unknown:
-		return "unknown"
-	case NotSent:
-		return "not-sent"
-	case NotApplied:
-		return "not-applied"
-	}
-	return "Phase(" + strconv.Itoa(int(p)) + ")"
-}
+func (p Phase) String() string { return enum.Name(phaseNames, p, "Phase") }
 
 // ParsePhase is the inverse of [Phase.String].
 func ParsePhase(s string) (Phase, error) {
-	switch s {
-	case "unknown":
-		return Unknown, nil
-	case "not-sent":
-		return NotSent, nil
-	case "not-applied":
-		return NotApplied, nil
-	}
-	return Unknown, errors.New("sqlretry: unknown phase " + strconv.Quote(s) + " (want unknown, not-sent or not-applied)")
+	return enum.Parse[Phase](phaseNames, s, s, "sqlretry: unknown phase")
 }
 
 // Kind says what a transient failure is a sign of, whatever its phase: lock
@@ -75,18 +59,10 @@ const (
 	Unavailable
 )
 
+var kindNames = []string{"unknown", "contention", "unavailable"}
+
 // String returns "unknown", "contention" or "unavailable".
-func (k Kind) String() string {
-	switch k {
-	case KindUnknown:
-		return "unknown"
-	case Contention:
-		return "contention"
-	case Unavailable:
-		return "unavailable"
-	}
-	return "Kind(" + strconv.Itoa(int(k)) + ")"
-}
+func (k Kind) String() string { return enum.Name(kindNames, k, "Kind") }
 
 // Class is the verdict on one error: may a later attempt succeed, and what is
 // known about whether the failed attempt reached the database.
@@ -154,29 +130,31 @@ func ClassifyNeutral(err error) Class {
 	}
 	var f facts
 	f.scan(err)
-	switch {
-	case f.has(factClientState):
-		return Class{Phase: NotSent, Code: "client-state", Reason: "database/sql: operation on a finished connection or transaction"}
-	case f.has(factSkip):
-		return Class{Phase: NotSent, Code: "driver-skip", Reason: "driver.ErrSkip leaked: a driver or wrapper bug"}
-	case f.has(factContext):
-		return Class{Phase: Unknown, Code: "context", Reason: "context done"}
-	case f.has(factBadConn):
-		return Class{Retryable: true, Phase: NotSent, Code: "bad-conn", Reason: "driver.ErrBadConn: connection unusable, command not sent", Kind: Unavailable}
-	case f.has(factDNS):
-		return Class{Retryable: true, Phase: NotSent, Code: "dns", Reason: "name resolution failed: nothing was sent", Kind: Unavailable}
-	case f.has(factDial):
-		return Class{Retryable: true, Phase: NotSent, Code: "dial", Reason: "dial failed: nothing was sent", Kind: Unavailable}
-	case f.has(factRefused):
-		return Class{Retryable: true, Phase: NotSent, Code: "conn-refused", Reason: "connection refused: nothing was sent", Kind: Unavailable}
-	case f.has(factTimeout):
-		return Class{Retryable: true, Phase: Unknown, Code: "net-timeout", Reason: "network timeout: the command may have run", Kind: Unavailable}
-	case f.has(factEOF):
-		return Class{Retryable: true, Phase: Unknown, Code: "eof", Reason: "connection closed mid-exchange: the command may have run", Kind: Unavailable}
-	case f.has(factReset):
-		return Class{Retryable: true, Phase: Unknown, Code: "conn-reset", Reason: "connection lost: the command may have run", Kind: Unavailable}
+	for _, v := range neutralVerdicts {
+		if f.has(v.fact) {
+			return v.class
+		}
 	}
 	return Class{Phase: Unknown, Code: "", Reason: "not a known transient error"}
+}
+
+// neutralVerdicts are ClassifyNeutral's answers in order of precedence: the
+// first whose fact the walk found wins, so a client-side misuse or a done
+// context outranks a network symptom found deeper in the same chain.
+var neutralVerdicts = [...]struct {
+	fact  uint16
+	class Class
+}{
+	{factClientState, Class{Phase: NotSent, Code: "client-state", Reason: "database/sql: operation on a finished connection or transaction"}},
+	{factSkip, Class{Phase: NotSent, Code: "driver-skip", Reason: "driver.ErrSkip leaked: a driver or wrapper bug"}},
+	{factContext, Class{Phase: Unknown, Code: "context", Reason: "context done"}},
+	{factBadConn, Class{Retryable: true, Phase: NotSent, Code: "bad-conn", Reason: "driver.ErrBadConn: connection unusable, command not sent", Kind: Unavailable}},
+	{factDNS, Class{Retryable: true, Phase: NotSent, Code: "dns", Reason: "name resolution failed: nothing was sent", Kind: Unavailable}},
+	{factDial, Class{Retryable: true, Phase: NotSent, Code: "dial", Reason: "dial failed: nothing was sent", Kind: Unavailable}},
+	{factRefused, Class{Retryable: true, Phase: NotSent, Code: "conn-refused", Reason: "connection refused: nothing was sent", Kind: Unavailable}},
+	{factTimeout, Class{Retryable: true, Phase: Unknown, Code: "net-timeout", Reason: "network timeout: the command may have run", Kind: Unavailable}},
+	{factEOF, Class{Retryable: true, Phase: Unknown, Code: "eof", Reason: "connection closed mid-exchange: the command may have run", Kind: Unavailable}},
+	{factReset, Class{Retryable: true, Phase: Unknown, Code: "conn-reset", Reason: "connection lost: the command may have run", Kind: Unavailable}},
 }
 
 // facts is what one walk over an error tree found, so ClassifyNeutral reads

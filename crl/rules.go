@@ -1,11 +1,12 @@
 package crl
 
 import (
-	"errors"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sqlretry/sqlretry/internal/enum"
 )
 
 // Limits that keep every rule bounded. The JDBC driver has none: a large
@@ -35,26 +36,14 @@ const (
 	SQLState
 )
 
+var syntaxNames = []string{"numbers", "sqlstate"}
+
 // String returns "numbers" or "sqlstate".
-func (s Syntax) String() string {
-	switch s {
-	case Numbers:
-		return "numbers"
-	case SQLState:
-		return "sqlstate"
-	}
-	return "Syntax(" + strconv.Itoa(int(s)) + ")"
-}
+func (s Syntax) String() string { return enum.Name(syntaxNames, s, "Syntax") }
 
 // ParseSyntax is the inverse of [Syntax.String], ignoring case.
 func ParseSyntax(s string) (Syntax, error) {
-	switch strings.ToLower(s) {
-	case "numbers":
-		return Numbers, nil
-	case "sqlstate":
-		return SQLState, nil
-	}
-	return 0, errors.New("crl: unknown code syntax " + strconv.Quote(s) + " (want numbers or sqlstate)")
+	return enum.Parse[Syntax](syntaxNames, strings.ToLower(s), s, "crl: unknown code syntax")
 }
 
 // FilterMode says how a statement rule's query filter is matched against
@@ -71,26 +60,14 @@ const (
 	FilterVerb
 )
 
+var filterModeNames = []string{"jdbc", "verb"}
+
 // String returns "jdbc" or "verb".
-func (m FilterMode) String() string {
-	switch m {
-	case FilterJDBC:
-		return "jdbc"
-	case FilterVerb:
-		return "verb"
-	}
-	return "FilterMode(" + strconv.Itoa(int(m)) + ")"
-}
+func (m FilterMode) String() string { return enum.Name(filterModeNames, m, "FilterMode") }
 
 // ParseFilterMode is the inverse of [FilterMode.String].
 func ParseFilterMode(s string) (FilterMode, error) {
-	switch s {
-	case "jdbc":
-		return FilterJDBC, nil
-	case "verb":
-		return FilterVerb, nil
-	}
-	return 0, errors.New("crl: unknown filter mode " + strconv.Quote(s) + " (want jdbc or verb)")
+	return enum.Parse[FilterMode](filterModeNames, s, s, "crl: unknown filter mode")
 }
 
 // Entry is one statement rule for one error code, as the driver expands a

@@ -7,6 +7,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sqlretry/sqlretry/internal/enum"
 )
 
 // Dialect is the SQL engine a [Store] talks to. The zero value is [SQLite].
@@ -23,31 +25,22 @@ const (
 	MariaDB
 )
 
-// String returns "sqlite", "postgres" or "mariadb".
-func (d Dialect) String() string {
-	switch d {
-	case SQLite:
-		return "sqlite"
-	case Postgres:
-		return "postgres"
-	case MariaDB:
-		return "mariadb"
-	}
-	return "Dialect(" + strconv.Itoa(int(d)) + ")"
-}
+var dialectNames = []string{"sqlite", "postgres", "mariadb"}
 
-// ParseDialect is the inverse of [Dialect.String]; it also accepts "pg",
-// "postgresql" and "mysql".
+// dialectAliases are the other names ParseDialect accepts, lower-case.
+var dialectAliases = map[string]string{"sqlite3": "sqlite", "postgresql": "postgres", "pg": "postgres", "mysql": "mariadb"}
+
+// String returns "sqlite", "postgres" or "mariadb".
+func (d Dialect) String() string { return enum.Name(dialectNames, d, "Dialect") }
+
+// ParseDialect is the inverse of [Dialect.String], ignoring case; it also
+// accepts "sqlite3", "pg", "postgresql" and "mysql".
 func ParseDialect(s string) (Dialect, error) {
-	switch strings.ToLower(s) {
-	case "sqlite", "sqlite3":
-		return SQLite, nil
-	case "postgres", "postgresql", "pg":
-		return Postgres, nil
-	case "mariadb", "mysql":
-		return MariaDB, nil
+	key := strings.ToLower(s)
+	if name, ok := dialectAliases[key]; ok {
+		key = name
 	}
-	return 0, errors.New("taskstore: unknown dialect " + strconv.Quote(s) + " (want sqlite, postgres or mariadb)")
+	return enum.Parse[Dialect](dialectNames, key, s, "taskstore: unknown dialect")
 }
 
 // SQLiteDSN returns a modernc.org/sqlite data source name for the database
