@@ -1,0 +1,129 @@
+package pgxretry
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/internal/sqltext"
+)
+
+// verdictError carries the class this package gives a failure, which the
+// Policy takes as it is (sqlretry reads a method Verdict() Class in the
+// chain). The driver's error stays in the chain, so errors.As still finds
+// the *pgconn.PgError.
+type verdictError struct {
+	err   error
+	class sqlretry.Class
+}
+
+func (e *verdictError) Error() string           { return e.err.Error() }
+func (e *verdictError) Unwrap() error           { return e.err }
+func (e *verdictError) Verdict() sqlretry.Class { return e.class }
+
+// withVerdict returns err carrying class c.
+func withVerdict(err error, c sqlretry.Class) error { return &verdictError{err: err, class: c} }
+
+// shape is what the text of a statement (or of a batch) says about
+// replaying it.
+type shape uint8
+
+const (
+	shapeRead  shape = iota // one read-only statement: replayed after any transient failure
+	shapeWrite              // one statement that may write
+	shapeParts              // several statements, opaque code (CALL, DO) or transaction control
+)
+
+// shapeOf reads sql once. It runs on failures only: the success path never
+// reads the text.
+func shapeOf(sql string) shape {
+	in := sqltext.Analyze(sql)
+	switch {
+	case in.TxControl || !in.OneStatement():
+		return shapeParts
+	case in.ReadOnly:
+		return shapeRead
+	}
+	return shapeWrite
+}
+
+// failed returns a failed statement's error, outside a transaction,
+// carrying this package's verdict; ctx is the caller's. A caller's own
+// cancellation is returned as it is: the Policy ends the call.
+func (w *Pool) failed(ctx context.Context, err error, sh shape, closed bool) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	c := w.classify(ctx, err, sh, closed)
+	if !c.Retryable {
+		// The Policy's classifier says the same: the error is returned
+		// as it is, so comparing it with == keeps working.
+		return err
+	}
+	return withVerdict(err, c)
+}
+
+// classify gives the verdict on a failed statement outside a transaction
+// while the caller's context is alive: the Policy's classifier, with what
+// pgconn and the connection can say that the error alone cannot, revised by
+// what the text is.
+//
+//   - a context error is the attempt's CommandTimeout (the caller's context
+//     is alive): transient, of unknown outcome;
+//   - pgconn.SafeToRetry: nothing was sent, whatever else the error says;
+//   - pgconn.Timeout: a timeout of pgx's own (a deadline handler, a
+//     connect_timeout), transient, of unknown outcome;
+//   - a session that ended in reply to a write (57P01 after
+//     pg_terminate_backend, the connection closed): an autocommit
+//     statement commits as it ends, so it may have committed first;
+//   - a read that failed applied nothing: its transient failure of unknown
+//     outcome is NotApplied, which lets the Policy replay it under a Write Op;
+//   - a write of unknown outcome is never a plain error: it is settled;
+//   - a text of several parts: only NotSent proves nothing of it applied.
+func (w *Pool) classify(ctx context.Context, err error, sh shape, closed bool) sqlretry.Class {
+	var c sqlretry.Class
+	switch {
+	case isContext(err):
+		c = sqlretry.Class{Retryable: true, Phase: sqlretry.Unknown, Code: "command-timeout",
+			Reason: "the command timeout fired: the command may have run", Kind: sqlretry.Unavailable}
+	case pgconn.Timeout(err):
+		c = sqlretry.Class{Retryable: true, Phase: sqlretry.Unknown, Code: "pgconn-timeout",
+			Reason: "pgconn timeout: the command may have run", Kind: sqlretry.Unavailable}
+	default:
+		c = w.p.Classify(err)
+	}
+	if pgconn.SafeToRetry(err) {
+		c.Retryable, c.Phase, c.Kind = true, sqlretry.NotSent, sqlretry.Unavailable
+		c.Reason += " (pgconn.SafeToRetry: nothing was sent)"
+	}
+	return reshape(c, sh, closed)
+}
+
+// reshape revises a statement's class by what its text is.
+func reshape(c sqlretry.Class, sh shape, closed bool) sqlretry.Class {
+	switch {
+	case sh == shapeRead && c.Retryable && c.Phase == sqlretry.Unknown:
+		c.Phase = sqlretry.NotApplied
+		c.Reason += " (a read: nothing to apply)"
+	case sh == shapeRead:
+	case sh == shapeParts && c.Phase != sqlretry.NotSent:
+		c.Phase, c.Retryable = sqlretry.Unknown, true
+		c.Reason += " (several statements, opaque code or transaction control: earlier parts may have committed)"
+	case c.Phase == sqlretry.NotApplied && closed:
+		c.Phase, c.Retryable = sqlretry.Unknown, true
+		c.Reason += " (the session ended in reply: the statement may have committed first)"
+	case c.Phase == sqlretry.Unknown && !c.Retryable:
+		c.Retryable = true
+		c.Reason += " (a write of unknown outcome: settled, not returned as a plain error)"
+	}
+	if c.Retryable && c.Kind == sqlretry.KindUnknown {
+		c.Kind = sqlretry.Unavailable
+	}
+	return c
+}
+
+// isContext reports whether err is a context error.
+func isContext(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
