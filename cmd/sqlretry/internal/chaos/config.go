@@ -102,6 +102,40 @@ func ParseKinds(s string) ([]faults.Kind, error) {
 	return out, nil
 }
 
+// Scenario is a workload the command can run.
+type Scenario string
+
+const (
+	// ScenarioTasks is the default: the task store under injected faults
+	// and an outage ([Run]).
+	ScenarioTasks Scenario = "tasks"
+	// ScenarioContention is hot rows and opposite-order two-row
+	// transactions, run under three policies one after another
+	// ([RunContention]).
+	ScenarioContention Scenario = "contention"
+)
+
+// Scenarios lists the scenarios, the default first.
+var Scenarios = []Scenario{ScenarioTasks, ScenarioContention}
+
+// ParseScenario reads a --scenario value.
+func ParseScenario(s string) (Scenario, error) {
+	for _, sc := range Scenarios {
+		if strings.EqualFold(s, string(sc)) {
+			return sc, nil
+		}
+	}
+	return "", fmt.Errorf("unknown scenario %q (want %s or %s)", s, ScenarioTasks, ScenarioContention)
+}
+
+// DefaultHotRows is how many rows the contention scenario's transactions
+// pick their two rows from: with 2, every pair of concurrent transactions
+// conflicts, and half of them in opposite order.
+const DefaultHotRows = 2
+
+// MaxHotRows bounds --hot-rows: the rows are created one statement each.
+const MaxHotRows = 10000
+
 // PolicyConfig is the retry policy under test: the command's policy flags.
 // Zero fields take sqlretry.Config's defaults ([sqlretry.Config.WithDefaults]).
 type PolicyConfig struct {
@@ -125,6 +159,11 @@ const DefaultCommandTimeout = time.Second
 // scenario: 20 s on a temporary SQLite database, 8 workers, a 2% fault rate
 // per kind and one outage in the middle.
 type Config struct {
+	// Scenario is the workload; the zero value is ScenarioTasks.
+	Scenario Scenario
+	// HotRows is the contention scenario's number of hot rows; 0 means
+	// DefaultHotRows. The tasks scenario has none.
+	HotRows int
 	// Engine is one of [Engines]. The zero value means the engine the DSN
 	// names ([EngineOf]): SQLite without one.
 	Engine engine.Engine
@@ -136,8 +175,8 @@ type Config struct {
 	Duration  time.Duration // 0: 20 s
 	Workers   int           // 0: 8
 	FaultRate float64       // the probability that a statement or COMMIT gets a fault; 0: 0.02; negative: none
-	// Outages are the outage windows. nil means one DefaultOutage; an empty
-	// non-nil slice means none.
+	// Outages are the outage windows. nil means one DefaultOutage (none in
+	// the contention scenario); an empty non-nil slice means none.
 	Outages []Outage
 	Seed    uint64 // seeds the fault plan and the workload; 0 means 1
 	// Kinds limits the random faults to these kinds (see [FaultKinds]);
@@ -160,6 +199,17 @@ type Config struct {
 
 // WithDefaults returns c with every zero field that has a default set to it.
 func (c Config) WithDefaults() Config {
+	if c.Scenario == "" {
+		c.Scenario = ScenarioTasks
+	}
+	if c.Scenario == ScenarioContention {
+		if c.HotRows == 0 {
+			c.HotRows = DefaultHotRows
+		}
+		if c.Outages == nil {
+			c.Outages = []Outage{}
+		}
+	}
 	if c.Engine == 0 {
 		c.Engine = EngineOf(c.DSN)
 	}
@@ -197,6 +247,9 @@ func (c Config) WithDefaults() Config {
 // [*InputError] that names the command's flag for it; nil if there is none.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
+	if err := c.validateScenario(); err != nil {
+		return err
+	}
 	switch {
 	case !slices.Contains(Engines, c.Engine):
 		return inputErr("--engine", fmt.Errorf("chaos drives %s, not %s", engine.Names(Engines...), c.Engine))
@@ -234,6 +287,40 @@ func (c Config) Validate() error {
 		return inputErr(policyFlag(ce.Field), err)
 	} else if err != nil {
 		return inputErr("policy", err)
+	}
+	return nil
+}
+
+// ContentionKinds are the fault kinds the contention scenario injects: on
+// COMMIT only, so that the workload's own failures are contention, and an
+// ambiguous COMMIT shows what each policy does with it.
+var ContentionKinds = []faults.Kind{faults.CommitNotApplied, faults.CommitAppliedReplyLost}
+
+// validateScenario checks the settings that depend on the scenario; c has
+// its defaults applied.
+func (c Config) validateScenario() error {
+	switch c.Scenario {
+	case ScenarioTasks:
+		if c.HotRows != 0 {
+			return inputErr("--hot-rows", errors.New("only the contention scenario has hot rows"))
+		}
+		return nil
+	case ScenarioContention:
+	default:
+		return inputErr("--scenario", fmt.Errorf("unknown scenario %q (want %s or %s)", c.Scenario, ScenarioTasks, ScenarioContention))
+	}
+	switch {
+	case c.HotRows < 2 || c.HotRows > MaxHotRows:
+		return inputErr("--hot-rows", fmt.Errorf("%d is outside 2..%d (a transaction updates two of them)", c.HotRows, MaxHotRows))
+	case len(c.Outages) > 0:
+		return inputErr("--outage", errors.New("the contention scenario has no outage"))
+	case c.Naive:
+		return inputErr("--naive", errors.New("the contention scenario runs the blind loop beside sqlretry itself"))
+	}
+	for _, k := range c.Kinds {
+		if !slices.Contains(ContentionKinds, k) {
+			return inputErr("--faults", fmt.Errorf("the contention scenario injects only %s and %s, not %s", ContentionKinds[0], ContentionKinds[1], k))
+		}
 	}
 	return nil
 }

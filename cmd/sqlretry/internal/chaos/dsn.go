@@ -26,6 +26,7 @@ import (
 
 	"github.com/sqlretry/sqlretry/cmd/sqlretry/internal/engine"
 	"github.com/sqlretry/sqlretry/faults/proxy"
+	"github.com/sqlretry/sqlretry/sqlite"
 	"github.com/sqlretry/sqlretry/taskstore"
 )
 
@@ -172,6 +173,9 @@ type target struct {
 	inner   driver.Connector
 	proxy   *proxy.Proxy
 	cleanup []func()
+	// settings are the engine settings the run applied, as lines for the
+	// report: "busy_timeout 500ms".
+	settings []string
 }
 
 func (t *target) close() {
@@ -233,18 +237,39 @@ func (t *target) openSQLite(c Config, label string) error {
 			}
 		})
 	}
-	db, err := sql.Open("sqlite", sqliteDSN(path))
+	dsn := sqliteDSN(path)
+	if c.Scenario == ScenarioContention {
+		var setting string
+		dsn, setting = contentionSQLiteDSN(path, c.Policy.CommandTimeout)
+		t.settings = append(t.settings, setting)
+	}
+	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return inputErr("--dsn", err)
 	}
 	d := db.Driver()
 	_ = db.Close()
 	if dc, ok := d.(driver.DriverContext); ok {
-		t.inner, err = dc.OpenConnector(sqliteDSN(path))
+		t.inner, err = dc.OpenConnector(dsn)
 		return err
 	}
-	t.inner = dsnConnector{d: d, dsn: sqliteDSN(path)}
+	t.inner = dsnConnector{d: d, dsn: dsn}
 	return nil
+}
+
+// contentionSQLiteDSN is the contention scenario's SQLite DSN: WAL, with
+// database/sql's own BEGIN (DEFERRED), as most code opens SQLite, and
+// package sqlite's recommended busy timeout, kept to half the command
+// timeout (a command timeout that fires while SQLite waits for the lock is
+// an attempt of unknown outcome; a busy error is contention). It returns
+// the DSN and the setting, for the report.
+func contentionSQLiteDSN(path string, commandTimeout time.Duration) (string, string) {
+	busy := sqlite.BusyTimeout
+	if commandTimeout > 0 {
+		busy = min(busy, commandTimeout/2)
+	}
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+	return sqlite.DSNWithBusyTimeout(dsn, busy), "busy_timeout " + busy.String() + ", BEGIN DEFERRED, WAL"
 }
 
 // dsnConnector is database/sql's connector for a driver without
@@ -295,6 +320,9 @@ func (t *target) openPostgres(ctx context.Context, c Config, label string) error
 		run.RuntimeParams = map[string]string{}
 	}
 	run.RuntimeParams["search_path"] = schema
+	if c.Scenario == ScenarioContention {
+		t.settings = append(t.settings, t.fastDeadlocks(ctx, cfg, run))
+	}
 	if !c.NoProxy {
 		addr := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
 		if err := t.startProxy(addr, proxy.ProtocolPostgres); err != nil {
@@ -306,6 +334,29 @@ func (t *target) openPostgres(ctx context.Context, c Config, label string) error
 	}
 	t.inner = stdlib.GetConnector(*run)
 	return nil
+}
+
+// deadlockTimeout is the contention scenario's PostgreSQL deadlock_timeout:
+// the server's default (1 s) makes every deadlock cost a second, as long
+// as the command timeout, and the run would measure the timeout instead.
+const deadlockTimeout = "20ms"
+
+// fastDeadlocks sets run's deadlock_timeout to deadlockTimeout when the
+// DSN's role may (it needs superuser, or a GRANT SET on it), and returns
+// the setting for the report.
+func (t *target) fastDeadlocks(ctx context.Context, cfg, run *pgx.ConnConfig) string {
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(pctx, cfg)
+	if err == nil {
+		_, err = conn.Exec(pctx, "SET deadlock_timeout = '"+deadlockTimeout+"'")
+		_ = conn.Close(pctx)
+	}
+	if err != nil {
+		return "deadlock_timeout: the server's (could not set " + deadlockTimeout + ": " + err.Error() + ")"
+	}
+	run.RuntimeParams["deadlock_timeout"] = deadlockTimeout
+	return "deadlock_timeout " + deadlockTimeout
 }
 
 func (t *target) openMySQL(ctx context.Context, c Config, label string) error {

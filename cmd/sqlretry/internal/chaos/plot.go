@@ -65,8 +65,12 @@ func DrawPlot(w io.Writer, format string, ours, naive *RunReport) error {
 		}
 		grid[0][col], grid[1][col] = top, bottom
 	}
-	width := vg.Length(len(runs)) * 16 * vg.Centimeter
-	height := 18 * vg.Centimeter
+	return renderGrid(w, format, grid, vg.Length(len(runs))*16*vg.Centimeter, 18*vg.Centimeter)
+}
+
+// renderGrid draws a grid of plots (rows of equal length), aligned, on a
+// width × height canvas in format "png" or "svg", and writes it to w.
+func renderGrid(w io.Writer, format string, grid [][]*plot.Plot, width, height vg.Length) error {
 	var c interface {
 		vg.CanvasSizer
 		io.WriterTo
@@ -81,7 +85,7 @@ func DrawPlot(w io.Writer, format string, ours, naive *RunReport) error {
 		return fmt.Errorf("unknown image format %q (want png or svg)", format)
 	}
 	dc := draw.New(c)
-	tiles := draw.Tiles{Rows: 2, Cols: len(runs), PadX: vg.Centimeter, PadY: vg.Centimeter / 2,
+	tiles := draw.Tiles{Rows: len(grid), Cols: len(grid[0]), PadX: vg.Centimeter, PadY: vg.Centimeter / 2,
 		PadTop: vg.Centimeter / 2, PadBottom: vg.Centimeter / 2, PadLeft: vg.Centimeter / 2, PadRight: vg.Centimeter / 2}
 	canvases := plot.Align(grid, tiles, dc)
 	for row := range grid {

@@ -18,6 +18,7 @@ import (
 // RunReport is what one run did and found. Its JSON form is the command's
 // --json document (the naive run's sits beside it under "naive").
 type RunReport struct {
+	Scenario   string                 `json:"scenario"` // "tasks"
 	Engine     string                 `json:"engine"`
 	Mode       string                 `json:"mode"` // "sqlretry", or "naive" for blind replay
 	Seed       uint64                 `json:"seed"`
@@ -191,7 +192,7 @@ func (h *harness) finish(ctx context.Context) (*RunReport, error) {
 	}
 	st := h.pol.Stats()
 	r := &RunReport{
-		Engine: cfg.Engine.String(), Mode: "sqlretry", Seed: cfg.Seed, DurationMS: cfg.Duration.Milliseconds(),
+		Scenario: string(ScenarioTasks), Engine: cfg.Engine.String(), Mode: "sqlretry", Seed: cfg.Seed, DurationMS: cfg.Duration.Milliseconds(),
 		Workers: cfg.Workers, FaultRate: cfg.FaultRate,
 		Policy:     policyReport(cfg),
 		Operations: int(h.ops.Load()), Faults: map[string]int{}, Shapes: map[string]ShapeReport{},

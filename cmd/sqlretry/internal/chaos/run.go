@@ -24,6 +24,7 @@ import (
 // plot are drawn from samples.
 type Sample struct {
 	Naive    bool          // the sample is from the naive comparison run
+	Mode     string        // the contention scenario's mode ("sqlretry", "old_defaults", "blind_loop"); "" in the tasks scenario
 	Elapsed  time.Duration // since the workload started
 	Total    time.Duration // the run's duration
 	Ops      int64         // store operations finished
@@ -109,6 +110,9 @@ func Run(ctx context.Context, cfg Config) (*RunReport, error) {
 	red := NewRedactor(cfg.DSN)
 	if err := cfg.Validate(); err != nil {
 		return nil, red.Error(err)
+	}
+	if cfg.WithDefaults().Scenario != ScenarioTasks {
+		return nil, inputErr("--scenario", fmt.Errorf("Run runs the %s scenario; %s is RunContention's", ScenarioTasks, cfg.Scenario))
 	}
 	r, err := run(ctx, cfg.WithDefaults())
 	return r, red.Error(err)

@@ -23,13 +23,20 @@ func init() {
 	register(command{name: "chaos", summary: "drive a task store under injected faults and an outage; check nothing was lost or applied twice", run: runChaos})
 }
 
-const chaosUsage = `usage: sqlretry chaos [flags] [--json]
+const chaosUsage = `usage: sqlretry chaos [--scenario tasks|contention] [flags] [--json]
 
-Drives the reference task store with concurrent workers while injecting every kind of
-fault and a sustained outage, then checks that nothing was lost or applied twice.
+tasks (the default): drives the reference task store with concurrent workers while
+injecting every kind of fault and a sustained outage, then checks that nothing was lost
+or applied twice.
+contention: hot rows and opposite-order two-row transactions (deadlocks on a server,
+several writers on one SQLite file), with a few COMMITs failing, run three times: under
+sqlretry's policy (the policy flags), the old defaults (3 retries, contention drawing
+from the budget) and a blind loop (every error retried, no budget); it reports success
+rate, latency, attempts per call and budget refusals side by side.
 Default: a temporary SQLite database. With --dsn, your PostgreSQL or MariaDB (the run
-uses a schema or database of its own and drops it), with wire faults through a proxy.
-Exit 0: every invariant held; 1: one was violated; 2: bad input.`
+uses a schema or database of its own and drops it), with wire faults through a proxy
+(tasks only).
+Exit 0: every check held; 1: one failed; 2: bad input.`
 
 // outageFlags collects repeated --outage values.
 type outageFlags struct {
@@ -100,6 +107,7 @@ func (r *redactWriter) Flush() {
 // run's chaos.Config.
 type chaosOpts struct {
 	cfg        chaos.Config
+	scenario   string
 	engine     string
 	kinds      string
 	outages    outageFlags
@@ -116,6 +124,8 @@ type chaosOpts struct {
 
 func (o *chaosOpts) register(fs *flag.FlagSet) {
 	def := sqlretry.Config{}.WithDefaults() // the library's defaults, shown as the flags' own
+	fs.StringVar(&o.scenario, "scenario", string(chaos.ScenarioTasks), "the workload: tasks (the task store, faults and an outage) or contention (hot rows under three policies)")
+	fs.IntVar(&o.cfg.HotRows, "hot-rows", 0, fmt.Sprintf("contention: the rows each transaction picks its two from (default %d)", chaos.DefaultHotRows))
 	fs.StringVar(&o.engine, "engine", "", engine.Help(chaos.Engines...)+" (default: from --dsn, else sqlite)")
 	fs.StringVar(&o.cfg.DSN, "dsn", "", "the database: a PostgreSQL URL or key=value DSN, a go-sql-driver MySQL DSN, or an SQLite file to create")
 	fs.DurationVar(&o.cfg.Duration, "duration", 20*time.Second, "how long the workload runs")
@@ -167,10 +177,17 @@ func (o *chaosOpts) Validate() error {
 		return fmt.Errorf("--compare %q: the only comparison is naive", o.compare)
 	case o.compare != "" && o.naive:
 		return errors.New("--compare naive and --naive: choose one")
+	case o.compare != "" && strings.EqualFold(o.scenario, string(chaos.ScenarioContention)):
+		return errors.New("--compare: the contention scenario compares its three policies itself")
+	case o.set["hot-rows"] && o.cfg.HotRows == 0:
+		return errors.New("--hot-rows 0: must be positive")
 	case o.plot != "" && !strings.HasSuffix(strings.ToLower(o.plot), ".png") && !strings.HasSuffix(strings.ToLower(o.plot), ".svg"):
 		return fmt.Errorf("--plot %s: want a .png or .svg file name", o.plot)
 	}
 	var err error
+	if o.cfg.Scenario, err = chaos.ParseScenario(o.scenario); err != nil {
+		return fmt.Errorf("--scenario: %w", err)
+	}
 	if o.engine != "" {
 		if o.cfg.Engine, err = engine.Parse(o.engine, chaos.Engines...); err != nil {
 			return fmt.Errorf("--engine: %w", err)
@@ -215,6 +232,15 @@ func chaosMain(ctx context.Context, env Env, tty bool, args []string) int {
 	if err != nil {
 		return badInput(env, "chaos: --plot %s: %v", o.plot, err)
 	}
+	if o.cfg.Scenario == chaos.ScenarioContention {
+		return runContention(ctx, env, tty, &o, red, removePlot)
+	}
+	return runTasks(ctx, env, tty, &o, red, removePlot)
+}
+
+// runTasks runs the tasks scenario (and its naive comparison) and writes
+// its report and plot.
+func runTasks(ctx context.Context, env Env, tty bool, o *chaosOpts, red *chaos.Redactor, removePlot func()) int {
 	prog := chaos.NewProgress(env.Stderr, tty)
 	o.cfg.Progress = prog.Update
 	ours, err := chaos.Run(ctx, o.cfg)
@@ -258,6 +284,52 @@ func chaosMain(ctx context.Context, env Env, tty bool, args []string) int {
 		}
 	}
 	if !ours.OK || ours.Interrupted {
+		return ExitFailed
+	}
+	return ExitOK
+}
+
+// runContention runs the contention scenario and writes its report and
+// plot. Each mode's run gets a progress display of its own.
+func runContention(ctx context.Context, env Env, tty bool, o *chaosOpts, red *chaos.Redactor, removePlot func()) int {
+	var prog *chaos.Progress
+	mode := ""
+	o.cfg.Progress = func(s chaos.Sample) {
+		if prog == nil || s.Mode != mode {
+			if prog != nil {
+				prog.Finish()
+			}
+			mode = s.Mode
+			fmt.Fprintf(env.Stderr, "contention: %s\n", mode)
+			prog = chaos.NewProgress(env.Stderr, tty)
+		}
+		prog.Update(s)
+	}
+	r, err := chaos.RunContention(ctx, o.cfg)
+	if prog != nil {
+		prog.Finish()
+	}
+	if err != nil {
+		removePlot()
+		return chaosError(env, red, err)
+	}
+	var plotErr error
+	if o.plot != "" {
+		if plotErr = chaos.WriteContentionPlot(o.plot, r); plotErr != nil {
+			fmt.Fprintf(env.Stderr, "error: chaos: --plot %s: %s\n", o.plot, strings.ReplaceAll(plotErr.Error(), "\n", " "))
+		}
+	}
+	if o.json {
+		if err := writeJSON(env.Stdout, r); err != nil {
+			return ExitFailed
+		}
+	} else {
+		r.WriteText(env.Stdout)
+		if o.plot != "" && plotErr == nil {
+			fmt.Fprintf(env.Stdout, "\nplot written to %s\n", o.plot)
+		}
+	}
+	if !r.OK {
 		return ExitFailed
 	}
 	return ExitOK
