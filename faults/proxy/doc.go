@@ -25,7 +25,11 @@
 // It runs until interrupted and logs each fault it injects on standard error.
 //
 // A Proxy is safe for concurrent use. The proxy listens on loopback
-// unless told otherwise; the TLS-encrypted protocols cannot be parsed, so
-// cut-after-commit needs sslmode=disable (PostgreSQL) or tls=false (MySQL)
-// between the client and the proxy.
+// unless told otherwise. It cannot read inside TLS, so cut-after-commit
+// needs sslmode=disable (PostgreSQL; pgx and libpq default to prefer, which
+// uses TLS when the server offers it) or tls=false (MySQL) between the
+// client and the proxy. It recognises a connection that turns to TLS (a
+// PostgreSQL SSLRequest the server accepts, a MySQL SSL request, a TLS
+// ClientHello), passes it on untouched, logs a warning and counts it in
+// [Counts].TLS, so that a run which needs to see COMMITs can refuse it.
 package proxy

@@ -94,7 +94,9 @@ type Config struct {
 	CutWait time.Duration
 	// DialTimeout bounds each connection to Target; 0 means 5 s.
 	DialTimeout time.Duration
-	// Logger gets one Info record per injected fault; nil discards them.
+	// Logger gets one Info record per injected fault, and one Warn record
+	// per connection that turns out to be encrypted (see [Counts].TLS);
+	// nil discards them.
 	Logger *slog.Logger
 }
 
@@ -107,7 +109,21 @@ type Counts struct {
 	Blackhole      int `json:"blackhole"`        // connections held unanswered
 	Refuse         int `json:"refuse"`           // new connections refused
 	CutAfterCommit int `json:"cut_after_commit"` // connections cut after a COMMIT
+	// TLS counts connections that encrypted their traffic (TLS, or
+	// PostgreSQL's GSS encryption). The proxy cannot read inside them: it
+	// sees no COMMIT there, and cut-after-commit never fires. Connection
+	// faults (latency, reset, blackhole, refuse) still work. A run that
+	// relies on COMMITs being seen should fail when this is not 0.
+	TLS int `json:"tls"`
 }
+
+// TLSAdvice says why an encrypted connection defeats the faults that read
+// the protocol and how to turn encryption off. The proxy logs it once per
+// encrypted connection; callers may print it too.
+const TLSAdvice = "the connection is encrypted (TLS): the proxy cannot see COMMITs inside it, so cut-after-commit never fires " +
+	"(latency, reset, blackhole and refuse still work); turn TLS off between the client and the proxy: " +
+	"sslmode=disable in a PostgreSQL DSN (pgx and libpq default to sslmode=prefer, which uses TLS when the server offers it), " +
+	"tls=false in a go-sql-driver/mysql DSN, --ssl-mode=DISABLED (mysql) or --skip-ssl (mariadb) on the command line"
 
 // Faults returns the number of injected faults of all kinds.
 func (c Counts) Faults() int {
@@ -377,9 +393,13 @@ type proxyConn struct {
 	armed  bool // a COMMIT went to the server: cut when its reply begins
 	timer  *time.Timer
 
-	ended     atomic.Bool // a reset or a cut ended it: inject at most one
-	closeOnce sync.Once
-	closed    chan struct{}
+	ended atomic.Bool // a reset or a cut ended it: inject at most one
+	// awaitAnswer: the client asked PostgreSQL for encryption; the
+	// server's next byte says whether it follows.
+	awaitAnswer atomic.Bool
+	encrypted   atomic.Bool // counted and warned about: at most once
+	closeOnce   sync.Once
+	closed      chan struct{}
 }
 
 func (c *proxyConn) log(msg string, args ...any) {
@@ -487,7 +507,15 @@ func (c *proxyConn) upstream(sc net.Conn) {
 	for {
 		n, err := c.client.Read(buf)
 		if n > 0 {
-			commits := parser.feed(buf[:n])
+			seen := parser.feed(buf[:n])
+			commits := seen.commits
+			if seen.encrypted {
+				c.markEncrypted("the client started TLS")
+			}
+			if seen.askedEncryption {
+				// Before the write: the server answers at once.
+				c.awaitAnswer.Store(true)
+			}
 			if commits > 0 {
 				c.p.count(func(k *Counts) { k.CommitsSeen += commits })
 			}
@@ -516,6 +544,11 @@ func (c *proxyConn) downstream(sc net.Conn) {
 	for {
 		n, err := sc.Read(buf)
 		if n > 0 {
+			// PostgreSQL answers an SSLRequest with 'S' and a
+			// GSSENCRequest with 'G' when it accepts, 'N' when not.
+			if c.awaitAnswer.Swap(false) && (buf[0] == 'S' || buf[0] == 'G') {
+				c.markEncrypted("the server accepted the client's request for encryption")
+			}
 			c.mu.Lock()
 			armed := c.armed
 			c.mu.Unlock()
@@ -534,6 +567,24 @@ func (c *proxyConn) downstream(sc net.Conn) {
 			return
 		}
 	}
+}
+
+// markEncrypted counts c as encrypted and warns, once. Passing the bytes on
+// unchanged is deliberate: answering PostgreSQL's SSLRequest with 'N' in
+// the server's stead would make a client with sslmode=prefer go on in
+// plain text, but it would also decide, behind the user's back, that the
+// proxy-to-server leg (perhaps across a network, perhaps carrying a
+// password) goes unencrypted; a client with sslmode=require would fail
+// with an error that blames the server; and MySQL offers no such answer
+// (the proxy would have to rewrite the server's greeting). So the proxy
+// only says so, loudly, and counts it for a caller to refuse the run.
+func (c *proxyConn) markEncrypted(how string) {
+	if !c.encrypted.CompareAndSwap(false, true) {
+		return
+	}
+	c.p.count(func(n *Counts) { n.TLS++ })
+	c.p.logger.Warn("sqlretry/faults/proxy: "+TLSAdvice,
+		"conn", c.id, "client", c.client.RemoteAddr().String(), "when", how)
 }
 
 func (c *proxyConn) arm() {

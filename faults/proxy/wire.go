@@ -47,8 +47,33 @@ const maxParsed = 1 << 20
 // A streamParser reads the client-to-server byte stream of one connection
 // and counts the COMMIT statements in it. Chunks may split messages anywhere.
 type streamParser interface {
-	feed(b []byte) (commits int)
+	feed(b []byte) seen
 }
+
+// seen is what a parser found in one chunk of a client's stream.
+type seen struct {
+	commits int
+	// askedEncryption: a PostgreSQL SSLRequest or GSSENCRequest. Whether
+	// encrypted bytes follow is the server's one-byte answer ('S' for TLS,
+	// 'G' for GSS; 'N' for no), which the proxy reads on the way back.
+	askedEncryption bool
+	// encrypted: the client starts an encrypted stream with no answer to
+	// wait for: MySQL's SSL request (the server offered CLIENT_SSL, the TLS
+	// handshake follows at once), or a TLS ClientHello in place of a
+	// PostgreSQL startup message (PostgreSQL 17's sslnegotiation=direct).
+	encrypted bool
+}
+
+// add accumulates what a later chunk found.
+func (s *seen) add(t seen) {
+	s.commits += t.commits
+	s.askedEncryption = s.askedEncryption || t.askedEncryption
+	s.encrypted = s.encrypted || t.encrypted
+}
+
+// isTLSRecord reports whether b starts like a TLS handshake record: content
+// type 22 (handshake), then major version 3 (SSL 3.0 to TLS 1.3 alike).
+func isTLSRecord(b []byte) bool { return len(b) >= 2 && b[0] == 0x16 && b[1] == 0x03 }
 
 func newParser(p Protocol) streamParser {
 	switch p {
@@ -68,25 +93,30 @@ type autoParser struct {
 	off   bool
 }
 
-func (a *autoParser) feed(b []byte) int {
+func (a *autoParser) feed(b []byte) seen {
 	switch {
 	case a.inner != nil:
 		return a.inner.feed(b)
 	case a.off:
-		return 0
+		return seen{}
 	}
 	a.buf = append(a.buf, b...)
 	if len(a.buf) < 8 {
-		return 0
+		return seen{}
 	}
 	switch code := binary.BigEndian.Uint32(a.buf[4:8]); {
+	case isTLSRecord(a.buf):
+		// Checked first: a ClientHello's fourth byte is its length's
+		// high byte, often 1, which would pass for MySQL's sequence id.
+		a.off = true
+		return seen{encrypted: true}
 	case code == pgProtocol3 || code == pgSSLRequest || code == pgGSSENCRequest || code == pgCancelRequest:
 		a.inner = &pgParser{startup: true}
 	case a.buf[3] == 1: // a MySQL client's first packet, the handshake response, has sequence id 1
 		a.inner = &myParser{}
 	default:
 		a.off = true
-		return 0
+		return seen{}
 	}
 	buf := a.buf
 	a.buf = nil
@@ -151,8 +181,10 @@ func (f *frames) take(total int) (msg []byte, ok bool) {
 // turns it off.
 type pgParser struct {
 	frames
-	startup bool
-	off     bool
+	startup   bool
+	off       bool
+	asked     bool // an SSLRequest or GSSENCRequest was sent
+	directTLS bool // a ClientHello came with no request before it
 	// The extended protocol's COMMITs: prepared statements whose text is a
 	// COMMIT, and portals bound to them. Only those are kept.
 	stmts, portals map[string]bool
@@ -169,12 +201,12 @@ func (p *pgParser) mark(m *map[string]bool, name string, commit bool) {
 	(*m)[name] = true
 }
 
-func (p *pgParser) feed(b []byte) int {
+func (p *pgParser) feed(b []byte) seen {
+	var s seen
 	if p.off {
-		return 0
+		return s
 	}
 	p.add(b)
-	commits := 0
 	for !p.off {
 		msg, ok := p.next()
 		if !ok {
@@ -184,12 +216,14 @@ func (p *pgParser) feed(b []byte) int {
 			continue // too big to be a COMMIT
 		}
 		if p.startup {
-			p.startupMessage(msg)
+			s.askedEncryption = p.startupMessage(msg) || s.askedEncryption
 		} else {
-			commits += p.message(msg[0], msg[5:])
+			s.commits += p.message(msg[0], msg[5:])
 		}
 	}
-	return commits
+	s.encrypted = p.directTLS
+	p.directTLS = false // reported once
+	return s
 }
 
 // next cuts the next whole message from the stream. It reports false while
@@ -199,6 +233,10 @@ func (p *pgParser) next() ([]byte, bool) {
 	if p.startup {
 		if len(p.buf) > 0 && p.buf[0] != 0 { // a TLS ClientHello (0x16) or garbage, not a startup length
 			p.off = true
+			// After an SSLRequest this is the TLS the server's 'S' let
+			// in, which the proxy has counted already; without one it is
+			// direct TLS, which only this byte shows.
+			p.directTLS = p.buf[0] == 0x16 && !p.asked
 			return nil, false
 		}
 		if len(p.buf) < 8 {
@@ -223,15 +261,19 @@ func (p *pgParser) next() ([]byte, bool) {
 }
 
 // startupMessage reads an untyped message (length, code): the startup phase
-// ends with the StartupMessage.
-func (p *pgParser) startupMessage(msg []byte) {
+// ends with the StartupMessage. It reports an SSLRequest or GSSENCRequest.
+func (p *pgParser) startupMessage(msg []byte) (askedEncryption bool) {
 	switch binary.BigEndian.Uint32(msg[4:8]) {
-	case pgSSLRequest, pgGSSENCRequest, pgCancelRequest:
+	case pgSSLRequest, pgGSSENCRequest:
 		// still in the startup phase: next comes TLS (turning us
 		// off in next), or a StartupMessage after the server's 'N'
+		p.asked = true
+		return true
+	case pgCancelRequest:
 	default:
 		p.startup = false
 	}
+	return false
 }
 
 // message reads a typed message and returns the COMMITs it runs.
@@ -271,12 +313,12 @@ const (
 	myClientSSL = 0x0800 // CLIENT_SSL capability flag
 )
 
-func (p *myParser) feed(b []byte) int {
+func (p *myParser) feed(b []byte) seen {
+	var s seen
 	if p.off {
-		return 0
+		return s
 	}
 	p.add(b)
-	commits := 0
 	for !p.off && len(p.buf) >= 4 {
 		n := int(p.buf[0]) | int(p.buf[1])<<8 | int(p.buf[2])<<16
 		pkt, ok := p.take(4 + n)
@@ -284,23 +326,27 @@ func (p *myParser) feed(b []byte) int {
 			break
 		}
 		if pkt != nil {
-			commits += p.packet(pkt[3], pkt[4:])
+			s.add(p.packet(pkt[3], pkt[4:]))
 		}
 	}
-	return commits
+	return s
 }
 
-// packet reads one packet and returns the COMMITs it runs.
-func (p *myParser) packet(seq byte, payload []byte) (commits int) {
+// packet reads one packet and returns the COMMITs it runs, or that TLS
+// begins.
+func (p *myParser) packet(seq byte, payload []byte) seen {
 	switch {
 	case seq == 1 && len(payload) == 32 && binary.LittleEndian.Uint32(payload[0:4])&myClientSSL != 0:
-		p.off = true // SSLRequest: a TLS handshake follows
+		// The SSL request: the short handshake response, capabilities
+		// with CLIENT_SSL and no user name. The TLS handshake follows.
+		p.off = true
+		return seen{encrypted: true}
 	case seq == 0 && len(payload) >= 1 && payload[0] == myComQuery:
 		if isCommit(string(payload[1:]), false) {
-			return 1
+			return seen{commits: 1}
 		}
 	}
-	return 0
+	return seen{}
 }
 
 func indexNUL(b []byte) int {

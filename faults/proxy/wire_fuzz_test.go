@@ -3,8 +3,8 @@ package proxy
 import "testing"
 
 // FuzzStreamParsers feeds arbitrary client streams, split at an arbitrary
-// point, to each protocol parser: they must never panic, and the count of
-// COMMITs must not depend on where the stream was split.
+// point, to each protocol parser: they must never panic, and what they find
+// (COMMITs, encryption) must not depend on where the stream was split.
 func FuzzStreamParsers(f *testing.F) {
 	pgQuery := func(q string) []byte {
 		n := len(q) + 5
@@ -20,6 +20,8 @@ func FuzzStreamParsers(f *testing.F) {
 	f.Add(myQuery("COMMIT"), 2)
 	f.Add(myQuery("/* x */ commit"), 7)
 	f.Add([]byte{}, 0)
+	f.Add([]byte{0, 0, 0, 8, 4, 0xd2, 0x16, 0x2f, 0x16, 3, 1, 0, 5}, 9) // SSLRequest, ClientHello
+	f.Add([]byte{0x16, 3, 1, 1, 0x20, 1, 0, 1, 0x1c}, 4)                // direct TLS
 	f.Fuzz(func(t *testing.T, stream []byte, split int) {
 		for _, p := range []Protocol{ProtocolPostgres, ProtocolMySQL, ProtocolAuto} {
 			whole := newParser(p).feed(stream)
@@ -32,9 +34,10 @@ func FuzzStreamParsers(f *testing.F) {
 				split = 0
 			}
 			parts := newParser(p)
-			got := parts.feed(stream[:split]) + parts.feed(stream[split:])
+			got := parts.feed(stream[:split])
+			got.add(parts.feed(stream[split:]))
 			if got != whole {
-				t.Fatalf("%v: %d COMMITs split at %d, %d whole", p, got, split, whole)
+				t.Fatalf("%v: found %+v split at %d, %+v whole", p, got, split, whole)
 			}
 		}
 	})

@@ -32,19 +32,19 @@ func myHandshake(caps uint32, n int) []byte {
 	return myPacket(1, p)
 }
 
-// feedAll feeds stream in chunks of size (0: all at once) and sums the
-// COMMITs found.
-func feedAll(p streamParser, stream []byte, size int) int {
+// feedAll feeds stream in chunks of size (0: all at once) and sums what
+// was found.
+func feedAll(p streamParser, stream []byte, size int) seen {
 	if size <= 0 {
 		return p.feed(stream)
 	}
-	n := 0
+	var s seen
 	for len(stream) > 0 {
 		k := min(size, len(stream))
-		n += p.feed(stream[:k])
+		s.add(p.feed(stream[:k]))
 		stream = stream[k:]
 	}
-	return n
+	return s
 }
 
 func TestParsersFindCommit(t *testing.T) {
@@ -120,7 +120,7 @@ func TestParsersFindCommit(t *testing.T) {
 	for _, tt := range tests {
 		stream := tt.stream(t)
 		for _, size := range []int{0, 1, 3, 7} {
-			if got := feedAll(newParser(tt.proto), stream, size); got != tt.want {
+			if got := feedAll(newParser(tt.proto), stream, size).commits; got != tt.want {
 				t.Errorf("%s, chunks of %d: got %d commits, want %d", tt.name, size, got, tt.want)
 			}
 		}
@@ -142,8 +142,67 @@ func TestParserSkipsHugeMessages(t *testing.T) {
 		stream []byte
 	}{{"pg", ProtocolPostgres, pg}, {"mysql", ProtocolMySQL, my}} {
 		for _, size := range []int{0, 32 << 10} {
-			if got := feedAll(newParser(tt.proto), tt.stream, size); got != 1 {
+			if got := feedAll(newParser(tt.proto), tt.stream, size).commits; got != 1 {
 				t.Errorf("%s, chunks of %d: got %d commits after a huge message, want 1", tt.name, size, got)
+			}
+		}
+	}
+}
+
+// clientHello is the start of a TLS 1.2 ClientHello record whose length's
+// high byte is 1, as a MySQL handshake response's sequence id would be.
+var clientHello = []byte{0x16, 0x03, 0x01, 0x01, 0x20, 0x01, 0x00, 0x01, 0x1c, 0x03, 0x03}
+
+func TestParsersSeeEncryption(t *testing.T) {
+	startup := &pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersionNumber, Parameters: map[string]string{"user": "postgres"}}
+	tests := []struct {
+		name   string
+		proto  Protocol
+		stream func(t *testing.T) []byte
+		want   seen
+	}{
+		{"pg SSLRequest asks", ProtocolPostgres, func(t *testing.T) []byte {
+			return encode(t, &pgproto3.SSLRequest{})
+		}, seen{askedEncryption: true}},
+		{"pg GSSENCRequest asks", ProtocolPostgres, func(t *testing.T) []byte {
+			return encode(t, &pgproto3.GSSEncRequest{})
+		}, seen{askedEncryption: true}},
+		{"pg SSLRequest then TLS: the server's answer, not the ClientHello, decides", ProtocolPostgres, func(t *testing.T) []byte {
+			return append(encode(t, &pgproto3.SSLRequest{}), clientHello...)
+		}, seen{askedEncryption: true}},
+		{"auto: pg SSLRequest asks", ProtocolAuto, func(t *testing.T) []byte {
+			return encode(t, &pgproto3.SSLRequest{})
+		}, seen{askedEncryption: true}},
+		{"pg direct TLS (sslnegotiation=direct)", ProtocolPostgres, func(t *testing.T) []byte {
+			return clientHello
+		}, seen{encrypted: true}},
+		{"auto: a ClientHello is TLS, not a MySQL handshake", ProtocolAuto, func(t *testing.T) []byte {
+			return clientHello
+		}, seen{encrypted: true}},
+		{"pg in the clear", ProtocolPostgres, func(t *testing.T) []byte {
+			return encode(t, startup, &pgproto3.Query{String: "commit"})
+		}, seen{commits: 1}},
+		{"pg CancelRequest asks nothing", ProtocolPostgres, func(t *testing.T) []byte {
+			return encode(t, &pgproto3.CancelRequest{ProcessID: 1, SecretKey: []byte{0, 0, 0, 2}})
+		}, seen{}},
+		{"mysql SSL request", ProtocolMySQL, func(t *testing.T) []byte {
+			return append(myHandshake(0x000fa685|myClientSSL, 32), clientHello...)
+		}, seen{encrypted: true}},
+		{"auto: mysql SSL request", ProtocolAuto, func(t *testing.T) []byte {
+			return append(myHandshake(0x000fa685|myClientSSL, 32), clientHello...)
+		}, seen{encrypted: true}},
+		{"mysql: a full handshake response with CLIENT_SSL is not a request", ProtocolMySQL, func(t *testing.T) []byte {
+			return append(myHandshake(0x000fa685|myClientSSL, 60), myQuery("commit")...)
+		}, seen{commits: 1}},
+		{"mysql in the clear", ProtocolMySQL, func(t *testing.T) []byte {
+			return append(myHandshake(0x000fa685, 60), myQuery("commit")...)
+		}, seen{commits: 1}},
+	}
+	for _, tt := range tests {
+		stream := tt.stream(t)
+		for _, size := range []int{0, 1, 3, 7} {
+			if got := feedAll(newParser(tt.proto), stream, size); got != tt.want {
+				t.Errorf("%s, chunks of %d: got %+v, want %+v", tt.name, size, got, tt.want)
 			}
 		}
 	}
