@@ -20,10 +20,10 @@ const appName = "pgxretry_under_test"
 // fixture is one test's database: a fresh one on the shared server.
 type fixture struct {
 	dsn  string
-	pool *pgxpool.Pool     // under test: application_name appName
-	w    *pgxretry.Pool    // pool, under p
-	p    *sqlretry.Policy  // fast backoff, a deep budget
-	raw  *pgxpool.Pool     // for checks and storms, another application_name
+	pool *pgxpool.Pool    // under test: application_name appName
+	w    *pgxretry.Pool   // pool, under p
+	p    *sqlretry.Policy // fast backoff, a deep budget
+	raw  *pgxpool.Pool    // for checks and storms, another application_name
 }
 
 // newFixture opens pools on a fresh database; cfg, if not nil, edits the

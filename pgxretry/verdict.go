@@ -79,7 +79,8 @@ func (w *Pool) failed(ctx context.Context, err error, sh shape, closed bool) err
 //     statement commits as it ends, so it may have committed first;
 //   - a read that failed applied nothing: its transient failure of unknown
 //     outcome is NotApplied, which lets the Policy replay it under a Write Op;
-//   - a write of unknown outcome is never a plain error: it is settled;
+//   - a write of unknown outcome that closed the connection is never a
+//     plain error: it is settled;
 //   - a text of several parts: only NotSent proves nothing of it applied.
 func (w *Pool) classify(ctx context.Context, err error, sh shape, closed bool) sqlretry.Class {
 	var c sqlretry.Class
@@ -113,7 +114,10 @@ func reshape(c sqlretry.Class, sh shape, closed bool) sqlretry.Class {
 	case c.Phase == sqlretry.NotApplied && closed:
 		c.Phase, c.Retryable = sqlretry.Unknown, true
 		c.Reason += " (the session ended in reply: the statement may have committed first)"
-	case c.Phase == sqlretry.Unknown && !c.Retryable:
+	case c.Phase == sqlretry.Unknown && !c.Retryable && closed:
+		// A failure that left the connection closed (a TLS or protocol
+		// error after the send) is of the transport; an error of pgx's
+		// own on a live connection (pgx.ErrNoRows, a scan error) is not.
 		c.Retryable = true
 		c.Reason += " (a write of unknown outcome: settled, not returned as a plain error)"
 	}
