@@ -9,6 +9,7 @@ package sqlretry_test
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"os"
@@ -18,8 +19,11 @@ import (
 	"testing"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
+
 	sr "github.com/sqlretry/sqlretry"
 	"github.com/sqlretry/sqlretry/internal/dbtest"
+	"github.com/sqlretry/sqlretry/mysql"
 	"github.com/sqlretry/sqlretry/postgres"
 )
 
@@ -422,3 +426,96 @@ func TestFailoverPostgresAsyncLagging(t *testing.T) { testFailoverPostgres(t, pg
 // TestFailoverPostgresSync: a synchronous standby that stopped receiving:
 // every COMMIT waits for it when the primary stops.
 func TestFailoverPostgresSync(t *testing.T) { testFailoverPostgres(t, pgMode{sync: true, lag: true}) }
+
+// switchConnector dials whichever server it points at now: the test points
+// it at the replica once that is promoted, as a proxy or a DNS name would
+// move a pool.
+type switchConnector struct {
+	cur atomic.Value // driver.Connector
+}
+
+func (s *switchConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	return s.cur.Load().(driver.Connector).Connect(ctx)
+}
+
+func (s *switchConnector) Driver() driver.Driver { return s.cur.Load().(driver.Connector).Driver() }
+
+func (s *switchConnector) point(t *testing.T, dsn string) {
+	cfg, err := gomysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := gomysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.cur.Store(c)
+}
+
+// myMode is how the replica follows the primary in a failover test.
+type myMode struct {
+	semiSync bool // a COMMIT returns once the replica has it in its relay log
+	lag      bool // the replica's I/O thread stops mid-load
+}
+
+// myFailoverRig starts a MariaDB primary and GTID replica, and returns a
+// rig whose pool dials the primary until the failover kills it (SIGKILL:
+// MariaDB has no immediate stop), promotes the replica once it applied what
+// it received (STOP SLAVE, RESET SLAVE ALL) and points the pool at it.
+func myFailoverRig(t *testing.T, mode myMode) failoverRig {
+	r := dbtest.StartMariaDBReplica(t, dbtest.MariaDBReplicaOptions{SemiSync: mode.semiSync})
+	sc := &switchConnector{}
+	sc.point(t, r.Primary.DSN())
+	db := sql.OpenDB(sc)
+	t.Cleanup(func() { db.Close() })
+	mustExec(t, db, "CREATE TABLE f (v bigint)") // no key: a second row of a value shows
+	failover := func(ctx context.Context) error {
+		if mode.lag {
+			if err := r.StopReceiving(ctx); err != nil {
+				return err
+			}
+			time.Sleep(failoverLoad / 3) // load against a replica that does not follow
+		}
+		if err := r.Primary.Kill(); err != nil {
+			return err
+		}
+		if err := r.Promote(ctx); err != nil {
+			return err
+		}
+		sc.point(t, r.Replica.DSN())
+		return nil
+	}
+	rows := func(ctx context.Context) (map[int64]int, error) {
+		return countValues(ctx, db, "SELECT v, count(*) FROM f GROUP BY v")
+	}
+	return failoverRig{db: db, insert: "INSERT INTO f (v) VALUES (?)", failover: failover, rows: rows, ackedMayBeLost: !mode.semiSync}
+}
+
+// myFailoverCases are the MariaDB verifiers under test: none (an unknown
+// COMMIT ends in ErrAmbiguous) and the marker.
+var myFailoverCases = []failoverCase{
+	{"no verifier", func() sr.CommitVerifier { return nil }},
+	{"marker", func() sr.CommitVerifier { return &mysql.MarkerVerifier{CreateTable: true} }},
+}
+
+func testFailoverMariaDB(t *testing.T, mode myMode) {
+	for _, tc := range myFailoverCases {
+		t.Run(tc.name, func(t *testing.T) {
+			runFailoverCase(t, tc, func(t *testing.T) failoverRig { return myFailoverRig(t, mode) }, mysql.Classifier)
+		})
+	}
+}
+
+// TestFailoverMariaDBAsync: a replica following asynchronously, promoted
+// under load.
+func TestFailoverMariaDBAsync(t *testing.T) { testFailoverMariaDB(t, myMode{}) }
+
+// TestFailoverMariaDBAsyncLagging: an asynchronous replica that stopped
+// receiving mid-load.
+func TestFailoverMariaDBAsyncLagging(t *testing.T) { testFailoverMariaDB(t, myMode{lag: true}) }
+
+// TestFailoverMariaDBSemiSync: a semi-synchronous replica that stopped
+// receiving: every COMMIT waits for it when the primary dies.
+func TestFailoverMariaDBSemiSync(t *testing.T) {
+	testFailoverMariaDB(t, myMode{semiSync: true, lag: true})
+}
