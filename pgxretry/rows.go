@@ -24,12 +24,15 @@ func (w *Pool) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, er
 	return r, nil
 }
 
-// QueryRow runs a query outside a transaction, as [Pool.Query], and
-// returns its first row; errors are deferred to Scan, as pgx's are.
+// QueryRow runs a query outside a transaction and scans its first row,
+// retried under [Pool.Exec]'s rules as one call: the query is sent when
+// Scan is called (pgx sends it at QueryRow, but defers every error to
+// Scan), so a failure anywhere before Scan returns — the first row, the
+// rows after it, the end of the statement — is judged and, where the rules
+// allow, replayed, overwriting dest. Call Scan, as with pgx: a row never
+// scanned runs nothing.
 func (w *Pool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	r := &row{rows: rows{w: w, ctx: ctx, sql: sql}}
-	r.err = w.query(&r.rows, args)
-	return r
+	return &row{w: w, ctx: ctx, sql: sql, args: args}
 }
 
 // query opens r under the Policy.
@@ -202,30 +205,30 @@ func (r *rows) RawValues() [][]byte                          { return r.inner.Ra
 func (r *rows) Conn() *pgx.Conn                              { return r.inner.Conn() }
 func (r *rows) TypeMap() *pgtype.Map                         { return r.inner.TypeMap() }
 
-// row is QueryRow's row.
+// row is QueryRow's row: the query, run by Scan.
 type row struct {
-	rows rows
-	err  error
+	w    *Pool
+	ctx  context.Context
+	sql  string
+	args []any
 }
 
-// Scan scans the first row, as pgx's QueryRow does: pgx.ErrNoRows if there
-// is none.
+// Scan runs the query and scans its first row, as pgx's QueryRow does:
+// pgx.ErrNoRows if there is none.
 func (r *row) Scan(dest ...any) error {
-	if r.err != nil {
-		return r.err
-	}
-	if !r.rows.Next() {
-		if err := r.rows.Err(); err != nil {
-			return err
+	var pid uint32
+	return r.w.p.Do(r.ctx, r.w.opFor(r.ctx, queryOp, r.sql, &pid), func(actx context.Context) error {
+		c, err := r.w.pool.Acquire(actx)
+		if err != nil {
+			return r.w.acquireFailed(r.ctx, err)
 		}
-		return pgx.ErrNoRows
-	}
-	err := r.rows.Scan(dest...)
-	r.rows.Close()
-	if err != nil {
-		return err
-	}
-	return r.rows.Err()
+		defer c.Release()
+		if err = c.QueryRow(actx, r.sql, r.args...).Scan(dest...); err != nil {
+			pid = c.Conn().PgConn().PID()
+			return r.w.failed(r.ctx, err, shapeOf(r.sql), c.Conn().IsClosed())
+		}
+		return nil
+	})
 }
 
 // errRows is the rows of a query that failed, as pgx returns one.
