@@ -106,12 +106,12 @@ func successRates(samples []Sample, window time.Duration) plotter.XYs {
 	var out plotter.XYs
 	from := 0
 	for _, s := range samples {
-		for from < len(samples) && samples[from].Elapsed < s.Elapsed-window {
+		for from < len(samples) && samples[from].Elapsed <= s.Elapsed-window {
 			from++
 		}
-		base := Sample{} // no sample before the window: count from the start
+		base := Sample{} // no sample as old as the window: count from the start
 		if from > 0 {
-			base = samples[from-1] // the last sample before the window
+			base = samples[from-1] // the last sample at or before the window's start
 		}
 		if calls := s.Ops - base.Ops; calls > 0 {
 			out = append(out, plotter.XY{X: s.Elapsed.Seconds(), Y: 100 * float64(s.OK-base.OK) / float64(calls)})

@@ -252,6 +252,16 @@ func TestChaosBadInput(t *testing.T) {
 		{"quoted password, unreachable", []string{"--dsn", "host=127.0.0.1 port=1 password='a " + secret + "' connect_timeout=2 sslmode=disable"}, "--dsn"},
 		{"escaped password in a URL", []string{"--dsn", "postgres://app:a%20" + secret + "%40@127.0.0.1:1/db?sslmode=disable&connect_timeout=2"}, "--dsn"},
 		{"spaced password in a bad flag", []string{"--dsn", "host=x password = " + secret, "--workers", "x" + secret}, "workers"},
+		{"scenario", []string{"--scenario", "meteor"}, "--scenario"},
+		{"hot rows in the tasks scenario", []string{"--hot-rows", "4"}, "--hot-rows"},
+		{"one hot row", []string{"--scenario", "contention", "--hot-rows", "1"}, "--hot-rows"},
+		{"zero hot rows", []string{"--scenario", "contention", "--hot-rows", "0"}, "--hot-rows"},
+		{"contention with an outage", []string{"--scenario", "contention", "--outage", "1s@1s"}, "--outage"},
+		{"contention with --compare", []string{"--scenario", "Contention", "--compare", "naive"}, "--compare"},
+		{"contention with --naive", []string{"--scenario", "contention", "--naive"}, "--naive"},
+		{"contention with a fault not on COMMIT", []string{"--scenario", "contention", "--faults", "hang"}, "--faults"},
+		{"contention needs a dsn for postgres", []string{"--scenario", "contention", "--engine", "postgres"}, "--dsn"},
+		{"contention, unreachable postgres", []string{"--scenario", "contention", "--dsn", "postgres://app:" + secret + "@127.0.0.1:1/db?sslmode=disable&connect_timeout=2"}, "--dsn"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -324,5 +334,136 @@ func TestChaosPlotWriteFailsAfterRun(t *testing.T) {
 	}
 	if !strings.Contains(errs, "error: chaos: --plot "+plotFile) {
 		t.Errorf("stderr: got %q, want the plot's error", errs)
+	}
+}
+
+// contentionDoc is the part of the contention scenario's --json document
+// the tests read.
+type contentionDoc struct {
+	Scenario string   `json:"scenario"`
+	Engine   string   `json:"engine"`
+	Settings []string `json:"settings"`
+	Modes    []struct {
+		Mode                     string           `json:"mode"`
+		Calls                    int64            `json:"calls"`
+		Succeeded                int64            `json:"succeeded"`
+		SuccessRate              float64          `json:"success_rate"`
+		Failed                   map[string]int64 `json:"failed"`
+		AttemptsPerCall          float64          `json:"attempts_per_call"`
+		BudgetRefusals           int64            `json:"budget_refusals"`
+		ContentionBudgetRefusals int64            `json:"contention_budget_refusals"`
+		Latency                  struct {
+			P50MS float64 `json:"p50_ms"`
+			P99MS float64 `json:"p99_ms"`
+		} `json:"latency"`
+		Invariants map[string]int64 `json:"invariants"`
+	} `json:"modes"`
+	Problems []string `json:"problems"`
+	OK       bool     `json:"ok"`
+}
+
+// checkContention asserts what every contention document must hold: the
+// three modes in order, each with calls, and sqlretry's checks passed.
+func checkContention(t *testing.T, stdout, engine string) *contentionDoc {
+	t.Helper()
+	var d contentionDoc
+	if err := json.Unmarshal([]byte(stdout), &d); err != nil {
+		t.Fatalf("--json output is not one JSON document: %v\n%s", err, stdout)
+	}
+	if !strings.Contains(stdout, `"ok": true`) {
+		t.Errorf(`--json output lacks the "ok": true CI greps for`)
+	}
+	if d.Scenario != "contention" || d.Engine != engine || !d.OK || len(d.Problems) != 0 {
+		t.Errorf("got scenario %q, engine %q, ok %t, problems %q; want contention, %s, ok", d.Scenario, d.Engine, d.OK, d.Problems, engine)
+	}
+	modes := []string{"sqlretry", "old_defaults", "blind_loop"}
+	if len(d.Modes) != len(modes) {
+		t.Fatalf("modes: got %d, want %d", len(d.Modes), len(modes))
+	}
+	for i, m := range d.Modes {
+		if m.Mode != modes[i] || m.Calls == 0 || m.AttemptsPerCall < 1 {
+			t.Errorf("mode %d: got %s with %d calls, %.3f attempts per call; want %s with calls", i, m.Mode, m.Calls, m.AttemptsPerCall, modes[i])
+		}
+	}
+	ours := d.Modes[0]
+	for k, v := range ours.Invariants {
+		if v != 0 {
+			t.Errorf("sqlretry: invariant %s = %d, want 0", k, v)
+		}
+	}
+	if ours.ContentionBudgetRefusals != 0 {
+		t.Errorf("sqlretry: %d budget refusals of contention, want 0", ours.ContentionBudgetRefusals)
+	}
+	t.Logf("%s: %+v", engine, d.Modes)
+	return &d
+}
+
+// TestChaosContentionSQLite runs the contention scenario for a second per
+// policy on SQLite, with its plot.
+func TestChaosContentionSQLite(t *testing.T) {
+	t.Parallel()
+	plotFile := filepath.Join(t.TempDir(), "contention.png")
+	code, out, errs := runChaosCLI(t, "--scenario", "contention", "--duration", "1s", "--workers", "6", "--seed", "2", "--plot", plotFile, "--json")
+	if code != ExitOK {
+		t.Fatalf("exit: got %d, want %d\nstdout: %s\nstderr: %s", code, ExitOK, out, errs)
+	}
+	d := checkContention(t, out, "sqlite")
+	if len(d.Settings) != 1 || !strings.Contains(d.Settings[0], "busy_timeout 500ms") {
+		t.Errorf("settings: got %q, want the busy timeout (half the 1 s command timeout)", d.Settings)
+	}
+	for _, mode := range []string{"sqlretry", "old_defaults", "blind_loop"} {
+		if !strings.Contains(errs, "contention: "+mode+"\n") {
+			t.Errorf("stderr: want a progress header for %s, got %q", mode, errs)
+		}
+	}
+	f, err := os.Open(plotFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := png.Decode(f); err != nil {
+		t.Fatalf("--plot %s is not a PNG: %v", plotFile, err)
+	}
+}
+
+// TestChaosContentionInterruptedExitsOne: a run whose context ends before
+// any mode ran reports it and exits 1, in text.
+func TestChaosContentionInterruptedExitsOne(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out, errb bytes.Buffer
+	code := Main(ctx, []string{"chaos", "--scenario", "contention", "--duration", "1s"}, &out, &errb)
+	if code != ExitFailed {
+		t.Fatalf("exit: got %d, want %d\nstdout: %s\nstderr: %s", code, ExitFailed, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), "FAILED:\n  no mode ran") {
+		t.Errorf("report: want the failed check named, got\n%s", out.String())
+	}
+}
+
+// TestChaosContentionServers runs the contention scenario for a second per
+// policy against the local PostgreSQL and MariaDB.
+func TestChaosContentionServers(t *testing.T) {
+	cases := []struct {
+		engine  string
+		dsn     func(testing.TB) string
+		setting string
+	}{
+		{"postgres", dbtest.PostgresDSN, "deadlock_timeout"},
+		{"mysql", dbtest.MySQLDSN, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.engine, func(t *testing.T) {
+			t.Parallel()
+			code, out, errs := runChaosCLI(t, "--scenario", "contention", "--dsn", c.dsn(t), "--duration", "1s", "--seed", "4", "--json")
+			if code != ExitOK {
+				t.Fatalf("exit: got %d, want %d\nstdout: %s\nstderr: %s", code, ExitOK, out, errs)
+			}
+			d := checkContention(t, out, c.engine)
+			if c.setting != "" && (len(d.Settings) != 1 || !strings.Contains(d.Settings[0], c.setting)) {
+				t.Errorf("settings: got %q, want %s", d.Settings, c.setting)
+			}
+		})
 	}
 }
