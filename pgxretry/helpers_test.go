@@ -59,9 +59,13 @@ func openPool(t testing.TB, dsn, app string, edit func(*pgxpool.Config)) *pgxpoo
 
 // policy is the tests' Policy: short waits, many retries, no budget (the
 // storms are outages by design), PostgreSQL's classifier.
-func policy(t testing.TB) *sqlretry.Policy {
+func policy(t testing.TB) *sqlretry.Policy { return policyWith(t, nil) }
+
+// policyWith is policy with an Observer.
+func policyWith(t testing.TB, obs sqlretry.Observer) *sqlretry.Policy {
 	t.Helper()
 	p, err := sqlretry.New(sqlretry.Config{
+		Observer:          obs,
 		Classifier:        postgres.Classifier,
 		MaxRetries:        20,
 		ContentionRetries: 50,
