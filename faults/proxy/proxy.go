@@ -120,7 +120,7 @@ type Counts struct {
 // TLSAdvice says why an encrypted connection defeats the faults that read
 // the protocol and how to turn encryption off. The proxy logs it once per
 // encrypted connection; callers may print it too.
-const TLSAdvice = "the connection is encrypted (TLS): the proxy cannot see COMMITs inside it, so cut-after-commit never fires " +
+const TLSAdvice = "the proxy cannot see COMMITs inside TLS, so cut-after-commit never fires " +
 	"(latency, reset, blackhole and refuse still work); turn TLS off between the client and the proxy: " +
 	"sslmode=disable in a PostgreSQL DSN (pgx and libpq default to sslmode=prefer, which uses TLS when the server offers it), " +
 	"tls=false in a go-sql-driver/mysql DSN, --ssl-mode=DISABLED (mysql) or --skip-ssl (mariadb) on the command line"
@@ -583,7 +583,7 @@ func (c *proxyConn) markEncrypted(how string) {
 		return
 	}
 	c.p.count(func(n *Counts) { n.TLS++ })
-	c.p.logger.Warn("sqlretry/faults/proxy: "+TLSAdvice,
+	c.p.logger.Warn("sqlretry/faults/proxy: the connection uses TLS: "+TLSAdvice,
 		"conn", c.id, "client", c.client.RemoteAddr().String(), "when", how)
 }
 

@@ -30,7 +30,12 @@ const proxyUsage = `usage: sqlretry proxy --target HOST:PORT [--listen ADDR] [--
 
 A TCP fault proxy in front of a real server, for rehearsing outages: point the application at
 the address it prints. --protocol (auto, or an engine whose wire protocol it reads) matters only
-for cut-after-commit, which must recognise a COMMIT on the wire.`
+for cut-after-commit, which must recognise a COMMIT on the wire.
+
+The proxy cannot read inside TLS: connect through it with sslmode=disable (PostgreSQL; psql, pgx
+and libpq default to sslmode=prefer, which uses TLS when the server offers it) or tls=false
+(go-sql-driver/mysql; --ssl-mode=DISABLED for mysql, --skip-ssl for mariadb). A connection that
+turns to TLS is passed on untouched, warned about on standard error, and counted ("tls" in --json).`
 
 // proxyEngines are the engines whose wire protocol the proxy reads.
 var proxyEngines = []engine.Engine{engine.Postgres, engine.Cockroach, engine.MySQL}
@@ -122,10 +127,21 @@ func runProxy(ctx context.Context, env Env, args []string) int {
 			Listen: p.Addr(), Target: *target, Protocol: string(proto), Fault: fault.String(),
 			Ran: time.Since(start).Round(time.Millisecond).String(), Counts: counts,
 		})
+		warnTLS(env, counts)
 		return ExitOK
 	}
-	fmt.Fprintf(env.Stdout, "stopped after %s: %d connections, %d faults injected (latency %d, reset %d, blackhole %d, refuse %d, cut-after-commit %d; %d COMMITs seen)\n",
-		time.Since(start).Round(time.Millisecond), counts.Connections, counts.Faults(),
+	fmt.Fprintf(env.Stdout, "stopped after %s: %d connections (%d encrypted with TLS), %d faults injected (latency %d, reset %d, blackhole %d, refuse %d, cut-after-commit %d; %d COMMITs seen)\n",
+		time.Since(start).Round(time.Millisecond), counts.Connections, counts.TLS, counts.Faults(),
 		counts.Latency, counts.Reset, counts.Blackhole, counts.Refuse, counts.CutAfterCommit, counts.CommitsSeen)
+	warnTLS(env, counts)
 	return ExitOK
+}
+
+// warnTLS repeats, at the end, the warning the proxy logged as each
+// encrypted connection began: among many log lines it is easy to miss, and
+// a run whose COMMITs went unseen must not look like a clean one.
+func warnTLS(env Env, c proxy.Counts) {
+	if c.TLS > 0 {
+		fmt.Fprintf(env.Stderr, "warning: %d of %d connections used TLS: %s\n", c.TLS, c.Connections, proxy.TLSAdvice)
+	}
 }

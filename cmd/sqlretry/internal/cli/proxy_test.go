@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -178,5 +179,100 @@ func TestProxyCommandBadInput(t *testing.T) {
 		if got != ExitBadInput || !strings.HasPrefix(line, "error: ") || strings.Count(line, "\n") != 1 || !strings.Contains(line, tt.want) {
 			t.Errorf("proxy %v: got exit %d, stderr %q; want exit 2 and one error line naming %s", tt.args, got, line, tt.want)
 		}
+	}
+}
+
+// tlsTarget is a fake PostgreSQL server that accepts every SSLRequest ('S')
+// and then reads until the client closes, closed at cleanup.
+func tlsTarget(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(20 * time.Second))
+				if _, err := io.ReadFull(c, make([]byte, 8)); err == nil {
+					c.Write([]byte{'S'})
+					io.Copy(io.Discard, c)
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	return ln.Addr().String()
+}
+
+// startTLS asks for TLS through the proxy at addr, as psql and pgx do with
+// sslmode=prefer, and sends the start of a ClientHello once accepted.
+func startTLS(t *testing.T, addr string) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.Write([]byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}) // SSLRequest
+	answer := make([]byte, 1)
+	if _, err := io.ReadFull(c, answer); err != nil || answer[0] != 'S' {
+		t.Fatalf("SSLRequest through the proxy: got %q, %v; want the server's 'S'", answer, err)
+	}
+	c.Write([]byte{0x16, 0x03, 0x01, 0x00, 0x05, 0x01, 0, 0, 1, 0}) // a ClientHello's start
+}
+
+func TestProxyCommandWarnsAboutTLS(t *testing.T) {
+	for _, asJSON := range []bool{false, true} {
+		t.Run(fmt.Sprintf("json=%v", asJSON), func(t *testing.T) {
+			var stdout, stderr syncBuf
+			args, lineOn := []string{"--target", tlsTarget(t), "--fault", "cut-after-commit"}, &stdout
+			if asJSON {
+				args, lineOn = append(args, "--json"), &stderr
+			}
+			addr, code, cancel := startProxy(t, args, &stdout, &stderr, lineOn)
+			startTLS(t, addr)
+			// The warning is logged as the connection turns to TLS.
+			for i := 0; i < 2000 && !strings.Contains(stderr.String(), "sslmode=disable"); i++ {
+				time.Sleep(5 * time.Millisecond)
+			}
+			cancel()
+			if got := waitExit(t, code); got != ExitOK {
+				t.Fatalf("got exit %d, want %d; stderr %s", got, ExitOK, stderr.String())
+			}
+			errs := stderr.String()
+			if !strings.Contains(errs, "level=WARN") && !strings.Contains(errs, `"level":"WARN"`) {
+				t.Errorf("stderr %q does not log a warning as the connection turns to TLS", errs)
+			}
+			if !strings.Contains(errs, "warning: 1 of 1 connections used TLS") || !strings.Contains(errs, "tls=false") {
+				t.Errorf("stderr %q does not end with the TLS warning", errs)
+			}
+			if !asJSON {
+				if !strings.Contains(stdout.String(), "1 connections (1 encrypted with TLS)") {
+					t.Errorf("summary %q does not count the TLS connection", stdout.String())
+				}
+				return
+			}
+			var rep struct {
+				Counts map[string]int `json:"counts"`
+			}
+			if err := json.Unmarshal([]byte(stdout.String()), &rep); err != nil {
+				t.Fatalf("stdout is not one JSON document: %v\n%s", err, stdout.String())
+			}
+			if rep.Counts["tls"] != 1 || rep.Counts["commits_seen"] != 0 {
+				t.Errorf("got counts %v, want tls 1, commits_seen 0", rep.Counts)
+			}
+		})
 	}
 }
