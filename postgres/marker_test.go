@@ -1,0 +1,142 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	sr "github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/internal/dbtest"
+)
+
+func markerPG(t *testing.T) (*sql.DB, context.Context) {
+	t.Helper()
+	db, err := sql.Open("pgx", dbtest.FreshPostgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	if _, err := db.ExecContext(ctx, MarkerTableDDL); err != nil {
+		t.Fatalf("MarkerTableDDL: %v", err)
+	}
+	return db, ctx
+}
+
+// TestMarkerWaitsForHolder: another connection holds the marker key in an
+// open transaction. Committed waits on it (seen in pg_locks); the holder
+// then commits → true, rolls back → false, or holds on past MaxWait →
+// ErrMarkerInFlight.
+func TestMarkerWaitsForHolder(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		end     string
+		maxWait time.Duration
+		want    bool
+		wantErr error
+	}{
+		{"holder commits", "COMMIT", 20 * time.Second, true, nil},
+		{"holder rolls back", "ROLLBACK", 20 * time.Second, false, nil},
+		{"holder hangs past MaxWait", "", time.Second, false, ErrMarkerInFlight},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db, ctx := markerPG(t)
+			holder, key := holdPGMarker(t, ctx, db)
+			v := &MarkerVerifier{MaxWait: tc.maxWait}
+			type answer struct {
+				ok  bool
+				err error
+			}
+			done := make(chan answer, 1)
+			go func() {
+				ok, err := v.Committed(ctx, db, key)
+				done <- answer{ok, err}
+			}()
+			waitForLockWaiter(t, ctx, db)
+			if tc.end != "" {
+				if _, err := holder.ExecContext(ctx, tc.end); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := <-done
+			if got.ok != tc.want || !errors.Is(got.err, tc.wantErr) || (tc.wantErr == nil) != (got.err == nil) {
+				t.Fatalf("got %v, %v; want %v, %v", got.ok, got.err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+// holdPGMarker inserts a new key into the marker table in a transaction of
+// a connection of its own, left open.
+func holdPGMarker(t *testing.T, ctx context.Context, db *sql.DB) (*sql.Conn, string) {
+	t.Helper()
+	holder, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = holder.ExecContext(context.Background(), "ROLLBACK")
+		holder.Close()
+	})
+	key := sr.NewKey()
+	if _, err := holder.ExecContext(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.ExecContext(ctx, "INSERT INTO sqlretry_commit_marks VALUES ($1, 0, 0)", key); err != nil {
+		t.Fatal(err)
+	}
+	return holder, key
+}
+
+// waitForLockWaiter returns once a session of this database waits on a
+// lock, and fails the test if none does within ctx.
+func waitForLockWaiter(t *testing.T, ctx context.Context, db *sql.DB) {
+	t.Helper()
+	for {
+		var n int
+		err := db.QueryRowContext(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&n)
+		if err != nil {
+			t.Fatalf("no session waited on the holder's lock: %v", err)
+		}
+		if n > 0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestMarkerSettles: a committed marker → true; a rolled-back one → false,
+// and false again when asked twice (the tombstone's flag, as after a lost
+// reply of the first answer).
+func TestMarkerSettles(t *testing.T) {
+	db, ctx := markerPG(t)
+	v := &MarkerVerifier{}
+	keys := map[bool]string{}
+	for _, commit := range []bool{true, false} {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if keys[commit], err = v.Mark(ctx, tx); err != nil {
+			t.Fatal(err)
+		}
+		if commit {
+			err = tx.Commit()
+		} else {
+			err = tx.Rollback()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, commit := range []bool{true, false, true, false} {
+		if got, err := v.Committed(ctx, db, keys[commit]); err != nil || got != commit {
+			t.Errorf("committed %v: got %v, %v", commit, got, err)
+		}
+	}
+}
