@@ -137,6 +137,9 @@ func runWriters(t *testing.T, dsn string, pc sr.Config, writers, perWriter int, 
 					if sqlite.Classify(err).Kind == sr.Contention {
 						atomic.AddInt64(&run.contentionFailures, 1)
 					}
+					// A worker backs off after a failed job: a policy that
+					// fails fast is not measured spinning.
+					time.Sleep(failPause)
 					continue
 				}
 				atomic.AddInt64(&run.perWriter[w], 1)
@@ -147,6 +150,10 @@ func runWriters(t *testing.T, dsn string, pc sr.Config, writers, perWriter int, 
 	run.stats = p.Stats()
 	return run
 }
+
+// failPause is how long a writer waits after a failed call, as the chaos
+// command's workers do.
+const failPause = 50 * time.Millisecond
 
 // pairTx reads row a, then adds one to rows a and b and records the call:
 // a read-then-write transaction, the shape that meets SQLITE_BUSY_SNAPSHOT
@@ -174,25 +181,57 @@ func pairTx(ctx context.Context, db *sql.DB, p *sr.Policy, id string, a, b int) 
 
 // TestBusyTimeoutWritersAtDefaults: six writers on one WAL file, through a
 // pool of eight connections, with the recommended busy timeout and the
-// default Policy (BEGIN DEFERRED, database/sql's default, so
-// SQLITE_BUSY_SNAPSHOT still surfaces now and then). No call fails, the
-// budget refuses nothing, and every writer commits all its transactions:
-// none is starved.
+// default Policy. The budget refuses nothing, and every writer commits its
+// transactions: none is starved.
+//
+// With BEGIN IMMEDIATE (the advice) the busy handler absorbs the
+// contention, and no call fails. With BEGIN DEFERRED, database/sql's
+// default, a read-first transaction meets SQLITE_BUSY_SNAPSHOT, which no
+// busy handler waits out: sqlretry retries it as contention, outside the
+// budget; in the long measurement about one call in 20,000 still lost the
+// race eleven times in a row, so here a writer may lose a call or two to
+// ErrRetriesExhausted, never to the budget.
 func TestBusyTimeoutWritersAtDefaults(t *testing.T) {
 	const writers, perWriter = 6, 40
-	dsn := sqlite.DSNWithBusyTimeout("file:"+filepath.Join(t.TempDir(), "w.db")+"?_pragma=journal_mode(WAL)", sqlite.BusyTimeout)
-	run := runWriters(t, dsn, sr.Config{Classifier: sqlite.Classifier}, writers, perWriter, nil)
-	t.Logf("per writer %v, %d failed, %d busy errors retried or given up, stats %+v", run.perWriter, run.failed, run.busyErrors, run.stats)
-	if run.stats.BudgetExhausted != 0 {
-		t.Errorf("budget refusals: got %d, want 0 (contention draws nothing from the budget)", run.stats.BudgetExhausted)
+	// A budget that holds one token and never refills: had contention
+	// drawn from it, the deferred writers' retries would be refused.
+	oneToken, err := sr.NewBudget(sr.BudgetConfig{Max: 1, Ratio: 1e-9, Floor: sr.NoFloor})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if run.failed != 0 {
-		t.Errorf("failed calls: got %d (%d on contention), want 0", run.failed, run.contentionFailures)
-	}
-	for w, n := range run.perWriter {
-		if n != perWriter {
-			t.Errorf("writer %d committed %d of %d transactions: starved", w, n, perWriter)
-		}
+	for _, c := range []struct {
+		name, txlock string
+		budget       *sr.Budget // nil: the default
+		mayLoseOne   bool
+	}{
+		{"immediate", "immediate", nil, false},
+		{"deferred", "deferred", nil, true},
+		{"deferred, a budget of one token", "deferred", oneToken, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dsn := "file:" + filepath.Join(t.TempDir(), "w.db") + "?_pragma=journal_mode(WAL)&_txlock=" + c.txlock
+			pc := sr.Config{Classifier: sqlite.Classifier, Budget: c.budget}
+			run := runWriters(t, sqlite.DSNWithBusyTimeout(dsn, sqlite.BusyTimeout), pc, writers, perWriter, nil)
+			if c.budget != nil && run.busyErrors < 2 {
+				t.Errorf("%d busy errors: the deferred writers did not contend, so the budget was not put to the test", run.busyErrors)
+			}
+			t.Logf("per writer %v, %d failed, %d busy errors retried or given up, stats %+v", run.perWriter, run.failed, run.busyErrors, run.stats)
+			if run.stats.BudgetExhausted != 0 {
+				t.Errorf("budget refusals: got %d, want 0 (contention draws nothing from the budget)", run.stats.BudgetExhausted)
+			}
+			if run.failed != run.contentionFailures || (!c.mayLoseOne && run.failed != 0) {
+				t.Errorf("failed calls: got %d (%d on contention), want 0", run.failed, run.contentionFailures)
+			}
+			least := int64(perWriter)
+			if c.mayLoseOne {
+				least = perWriter - 2
+			}
+			for w, n := range run.perWriter {
+				if n < least {
+					t.Errorf("writer %d committed %d of %d transactions: starved", w, n, perWriter)
+				}
+			}
+		})
 	}
 }
 
