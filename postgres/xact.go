@@ -31,6 +31,11 @@ var (
 	// ErrStandby: the server answering is in recovery (a standby, or a
 	// server still recovering): it cannot settle a COMMIT.
 	ErrStandby = errors.New("postgres: the server answering is in recovery (a standby): it cannot settle a COMMIT")
+	// ErrNotReplicated: the transaction committed on the primary, but the
+	// synchronous standbys (synchronous_standby_names) did not confirm
+	// that they have it within CommitVerifier.MaxWait: a failover could
+	// still lose it.
+	ErrNotReplicated = errors.New("postgres: the transaction committed on the primary, but the synchronous standbys did not confirm they have it")
 )
 
 // CommitVerifier is a [sr.CommitVerifier] for PostgreSQL 13 and later. Just
@@ -39,7 +44,12 @@ var (
 // outcome is unknown it asks pg_xact_status on another connection of the
 // pool:
 //
-//   - committed: the transaction was applied;
+//   - committed: the transaction was applied; where the server has
+//     synchronous standbys (synchronous_standby_names), only once they
+//     have it too, which a COMMIT of its own proves (see syncBarrier): a
+//     COMMIT whose wait for them was cancelled (a client's cancel request,
+//     pg_cancel_backend) commits on the primary alone, and a failover
+//     loses it. Not confirmed within MaxWait: [ErrNotReplicated];
 //   - aborted: it was not (a transaction cut off before COMMIT arrived is
 //     aborted when its backend notices);
 //   - in progress: the backend has not finished yet; ask again after a
@@ -134,10 +144,21 @@ const markQuery = "SELECT CASE WHEN pg_catalog.pg_is_in_recovery() THEN NULL ELS
 
 // statusQuery asks the status of transaction $1 if the server is on
 // history $2, and returns the server's history (NULL on a standby, in
-// recovery). pg_xact_status itself fails for an id the server has not
-// handed out yet.
-const statusQuery = "SELECT h, CASE WHEN h = $2 THEN pg_catalog.pg_xact_status($1::text::xid8) END FROM " +
+// recovery) and whether it has synchronous standbys. pg_xact_status itself
+// fails for an id the server has not handed out yet.
+const statusQuery = "SELECT h, CASE WHEN h = $2 THEN pg_catalog.pg_xact_status($1::text::xid8) END, " +
+	"pg_catalog.current_setting('synchronous_standby_names') <> '' FROM " +
 	"(SELECT CASE WHEN pg_catalog.pg_is_in_recovery() THEN NULL ELSE " + historyExpr + " END) AS s(h)"
+
+// The barrier's two statements: synchronous_commit at least "on" for its
+// transaction (a session or role may have set local or off), and one WAL
+// record, a transactional logical message (which any user may write; with
+// wal_level=logical, decoding plugins see it, prefix "sqlretry").
+const (
+	barrierSyncCommit = "SELECT pg_catalog.set_config('synchronous_commit', CASE WHEN pg_catalog.current_setting('synchronous_commit') IN ('off', 'local') " +
+		"THEN 'on' ELSE pg_catalog.current_setting('synchronous_commit') END, true)"
+	barrierWrite = "SELECT pg_catalog.pg_logical_emit_message(true, 'sqlretry', '')"
+)
 
 // Mark returns the transaction's id and server history as "xid@history",
 // assigning an id if the transaction has none yet, or "" on a hot standby.
@@ -179,11 +200,19 @@ func (v CommitVerifier) Committed(ctx context.Context, db *sql.DB, mark string) 
 	}
 	var waited time.Duration
 	for {
-		status, err := xactStatus(ctx, db, xid, history)
+		status, syncStandbys, err := xactStatus(ctx, db, xid, history)
 		if err != nil {
 			return false, err
 		}
 		committed, again, err := settle(status)
+		if committed && syncStandbys {
+			// A COMMIT whose wait for the standbys was cancelled commits
+			// on the primary alone: wait until they have it too.
+			if err := syncBarrier(ctx, db, maxWait-waited); err != nil {
+				return false, err
+			}
+			return true, nil
+		}
 		if !again {
 			return committed, err
 		}
@@ -201,18 +230,46 @@ func (v CommitVerifier) Committed(ctx context.Context, db *sql.DB, mark string) 
 
 // xactStatus asks pg_xact_status about xid, if the server answering is on
 // history.
-func xactStatus(ctx context.Context, db *sql.DB, xid, history string) (sql.NullString, error) {
-	var now, status sql.NullString
-	if err := db.QueryRowContext(ctx, statusQuery, xid, history).Scan(&now, &status); err != nil {
-		return status, err
+func xactStatus(ctx context.Context, db *sql.DB, xid, history string) (status sql.NullString, syncStandbys bool, err error) {
+	var now sql.NullString
+	if err := db.QueryRowContext(ctx, statusQuery, xid, history).Scan(&now, &status, &syncStandbys); err != nil {
+		return status, false, err
 	}
 	if !now.Valid {
-		return status, ErrStandby
+		return status, false, ErrStandby
 	}
 	if now.String != history {
-		return status, ErrHistoryChanged
+		return status, false, ErrHistoryChanged
 	}
-	return status, nil
+	return status, syncStandbys, nil
+}
+
+// syncBarrier returns once the synchronous standbys have every COMMIT the
+// primary has written so far, or [ErrNotReplicated] after maxWait. It
+// commits a transaction that wrote one WAL record, with synchronous_commit
+// on: its COMMIT returns once the standbys have its WAL, which follows the
+// marked transaction's commit record. (An administrator who cancels the
+// barrier's own wait would fool it.)
+func syncBarrier(ctx context.Context, db *sql.DB, maxWait time.Duration) error {
+	bctx, cancel := context.WithTimeout(ctx, max(maxWait, time.Millisecond))
+	defer cancel()
+	tx, err := db.BeginTx(bctx, nil)
+	if err == nil {
+		for _, q := range []string{barrierSyncCommit, barrierWrite} {
+			if _, err = tx.ExecContext(bctx, q); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = tx.Commit()
+		} else {
+			tx.Rollback()
+		}
+	}
+	if err != nil && ctx.Err() == nil && bctx.Err() != nil {
+		return ErrNotReplicated
+	}
+	return err
 }
 
 // settle reads one answer of pg_xact_status.
