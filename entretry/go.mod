@@ -1,0 +1,22 @@
+module github.com/sqlretry/sqlretry/entretry
+
+go 1.26.0
+
+require (
+	github.com/go-sql-driver/mysql v1.10.1
+	github.com/jackc/pgx/v5 v5.13.0
+	github.com/sqlretry/sqlretry v0.0.0-00010101000000-000000000000
+)
+
+require (
+	entgo.io/ent v0.14.5
+	filippo.io/edwards25519 v1.2.0 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
+)
+
+replace github.com/sqlretry/sqlretry => ../
