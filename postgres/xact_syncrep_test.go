@@ -39,6 +39,16 @@ func TestCommitVerifierSyncStandby(t *testing.T) {
 	if ok, err := v.Committed(ctx, db, mark); !ok || err != nil {
 		t.Fatalf("the standby follows: got %v, %v; want true, nil", ok, err)
 	}
+	first := mark
+	// A pool that reaches the standby gets no answer: it is in recovery.
+	standby, err := sql.Open("pgx", r.Standby.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer standby.Close()
+	if ok, err := v.Committed(ctx, standby, mark); ok || !errors.Is(err, ErrStandby) {
+		t.Errorf("asked on the standby: got %v, %v; want false, ErrStandby", ok, err)
+	}
 
 	// The standby stops receiving; a COMMIT waits for it, and is cancelled.
 	if err := r.StopReceiving(ctx); err != nil {
@@ -73,6 +83,11 @@ func TestCommitVerifierSyncStandby(t *testing.T) {
 	}
 	if n != 0 {
 		t.Fatalf("the promoted standby holds the row written while it did not receive (%d rows): the test proves nothing", n)
+	}
+	// Even the transaction the standby has gets no answer from it once
+	// promoted: a new timeline.
+	if ok, err := v.Committed(ctx, promoted, first); ok || !errors.Is(err, ErrHistoryChanged) {
+		t.Errorf("asked on the promoted standby: got %v, %v; want false, ErrHistoryChanged", ok, err)
 	}
 }
 
