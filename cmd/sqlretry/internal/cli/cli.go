@@ -12,6 +12,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"text/tabwriter"
 )
 
 // Exit codes, part of the command's contract.
@@ -30,8 +31,14 @@ type Env struct {
 type command struct {
 	name    string
 	summary string
-	run     func(ctx context.Context, env Env, args []string) int
+	// subs are its own subcommands ("rules explain"), each with a
+	// summary, for the top-level usage; empty for most.
+	subs []sub
+	run  func(ctx context.Context, env Env, args []string) int
 }
+
+// sub is a subcommand's subcommand, for the top-level usage.
+type sub struct{ name, summary string }
 
 var commands = map[string]command{}
 
@@ -45,14 +52,30 @@ func register(c command) {
 
 // Main runs the command line args (without the program name) and returns the
 // process exit code.
+//
+// "sqlretry help", --help and -h print the list of subcommands; "sqlretry
+// help SUBCOMMAND [SUBCOMMAND]" runs that subcommand with --help, so that
+// every subcommand answers help in one way: its usage and flags on
+// standard output, exit 0.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	env := Env{Stdout: stdout, Stderr: stderr}
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
+		return badInput(env, "want a subcommand: %s (run 'sqlretry help')", strings.Join(commandNames(), ", "))
+	}
+	switch args[0] {
+	case "-h", "--help":
 		usage(stdout)
-		if len(args) == 0 {
-			return ExitBadInput
-		}
 		return ExitOK
+	case "help":
+		if len(args) == 1 {
+			usage(stdout)
+			return ExitOK
+		}
+		if _, ok := commands[args[1]]; !ok {
+			return badInput(env, "help: unknown subcommand %q (run 'sqlretry help')", args[1])
+		}
+		// "help rules explain" is "rules explain --help".
+		args = append(append([]string{}, args[1:]...), "--help")
 	}
 	c, ok := commands[args[0]]
 	if !ok {
@@ -64,14 +87,28 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: sqlretry <subcommand> [flags] [--json]")
 	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, n := range commandNames() {
+		c := commands[n]
+		fmt.Fprintf(tw, "  %s\t%s\n", n, c.summary)
+		for _, s := range c.subs {
+			fmt.Fprintf(tw, "  %s %s\t%s\n", n, s.name, s.summary)
+		}
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run 'sqlretry <subcommand> --help' (or 'sqlretry help <subcommand>') for its usage and flags.")
+	fmt.Fprintln(w, "Exit codes: 0 success, 1 a check the command ran failed, 2 bad input.")
+}
+
+// commandNames returns the subcommands' names, sorted.
+func commandNames() []string {
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
-	}
+	return names
 }
 
 // badInput writes the one-line "error: ..." the contract promises and returns

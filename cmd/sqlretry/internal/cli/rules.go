@@ -14,7 +14,10 @@ import (
 )
 
 func init() {
-	register(command{name: "rules", summary: "explain or test JDBC retryExec/retryConn rules (crl)", run: runRules})
+	register(command{name: "rules", summary: "explain or test JDBC retryExec/retryConn rules (crl)", run: runRules, subs: []sub{
+		{"explain", "expand rules into the errors they retry, how often, with which waits"},
+		{"test", "say whether the rules would retry one failure (exit 0 yes, 1 no)"},
+	}})
 }
 
 var rulesUsage = `usage:

@@ -14,11 +14,19 @@ func init() {
 	register(command{name: "version", summary: "print the version", run: runVersion})
 }
 
+const versionUsage = `usage: sqlretry version [--json]
+
+Prints the command's version and the Go release it was built with.`
+
 func runVersion(ctx context.Context, env Env, args []string) int {
 	fs := newFlagSet("version")
 	asJSON := fs.Bool("json", false, "write JSON")
-	if _, err := parseFlags(fs, args); err != nil {
-		return badInput(env, "version: %v", err)
+	pos, exit, done := parseArgs(env, fs, versionUsage, args)
+	if done {
+		return exit
+	}
+	if len(pos) > 0 {
+		return badInput(env, "version: unexpected argument %q", pos[0])
 	}
 	v := Version
 	if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
