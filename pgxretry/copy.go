@@ -18,13 +18,14 @@ import (
 // matching sqlretry.ErrAmbiguous.
 func (w *Pool) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, rowSrc pgx.CopyFromSource) (int64, error) {
 	var (
-		n   int64
-		pid uint32
+		n int64
+		s *session
 	)
 	src := &copySource{src: rowSrc}
 	op := copyOp
 	if u, ok := takeWriteOp(ctx); ok {
-		op = w.attachedOp(copyOp, u, &pid)
+		s = &session{}
+		op = w.attachedOp(copyOp, u, s)
 		if op.IsIdempotent() {
 			op = copyOp // a source read once cannot be replayed
 		}
@@ -42,7 +43,7 @@ func (w *Pool) CopyFrom(ctx context.Context, table pgx.Identifier, columns []str
 		}
 		defer c.Release()
 		if n, err = c.CopyFrom(actx, table, columns, src); err != nil {
-			pid = c.Conn().PgConn().PID()
+			s.note(c)
 			src.failure = err
 			return src.failed(w, ctx, err, c.Conn().IsClosed())
 		}

@@ -30,7 +30,7 @@ type fixture struct {
 // pool under test's configuration.
 func newFixture(t testing.TB, cfg func(*pgxpool.Config)) *fixture {
 	t.Helper()
-	dsn := dbtest.FreshPostgres(t)
+	dsn := newDSN(t)
 	f := &fixture{dsn: dsn, p: policy(t)}
 	f.pool = openPool(t, dsn, appName, cfg)
 	f.raw = openPool(t, dsn, "pgxretry_checks", nil)
@@ -120,4 +120,10 @@ func noLeaks(t testing.TB) {
 			t.Errorf("goroutines: %d before, %d after\n%s", before, n, buf[:runtime.Stack(buf, true)])
 		}
 	})
+}
+
+// newDSN returns the DSN of a fresh database on the shared server.
+func newDSN(t testing.TB) string {
+	t.Helper()
+	return dbtest.FreshPostgres(t)
 }

@@ -41,18 +41,30 @@ var (
 
 // opFor returns the Op of one statement: op, or the Op the caller attached
 // with [WithOp] if sql is the first write made with ctx. A Verify of the
-// caller's is called only after the session of the failed attempt (*pid)
-// was ended on the server and confirmed gone.
-func (w *Pool) opFor(ctx context.Context, op sqlretry.Op, sql string, pid *uint32) sqlretry.Op {
+// caller's is called only after the session of the failed attempt was
+// ended on the server and confirmed gone: the attempt notes it in the
+// session returned, which is nil (nothing to note) without an attached Op.
+func (w *Pool) opFor(ctx context.Context, op sqlretry.Op, sql string) (sqlretry.Op, *session) {
 	u, ok := takeOp(ctx, sql)
 	if !ok {
-		return op
+		return op, nil
 	}
-	return w.attachedOp(op, u, pid)
+	s := &session{}
+	return w.attachedOp(op, u, s), s
+}
+
+// session is the backend of a statement's last failed attempt.
+type session struct{ pid uint32 }
+
+// note records the backend of c, a failed attempt's connection.
+func (s *session) note(c *pgxpool.Conn) {
+	if s != nil {
+		s.pid = c.Conn().PgConn().PID()
+	}
 }
 
 // attachedOp revises op, a statement's, with u, the caller's.
-func (w *Pool) attachedOp(op, u sqlretry.Op, pid *uint32) sqlretry.Op {
+func (w *Pool) attachedOp(op, u sqlretry.Op, s *session) sqlretry.Op {
 	name := op.Name
 	if u.Name != "" {
 		name = u.Name
@@ -62,7 +74,7 @@ func (w *Pool) attachedOp(op, u sqlretry.Op, pid *uint32) sqlretry.Op {
 		return sqlretry.Idempotent(name)
 	case v != nil:
 		verify := func(ctx context.Context) (bool, error) {
-			if err := w.fence(ctx, *pid); err != nil {
+			if err := w.fence(ctx, s.pid); err != nil {
 				return false, err
 			}
 			return v(ctx)
@@ -142,18 +154,16 @@ func (w *Pool) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) 
 // failure of unknown outcome the call ends in an error matching
 // sqlretry.ErrAmbiguous, unless an Op attached with [WithOp] settles it.
 func (w *Pool) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	var (
-		tag pgconn.CommandTag
-		pid uint32
-	)
-	err := w.p.Do(ctx, w.opFor(ctx, execOp, sql, &pid), func(actx context.Context) error {
+	var tag pgconn.CommandTag
+	op, s := w.opFor(ctx, execOp, sql)
+	err := w.p.Do(ctx, op, func(actx context.Context) error {
 		c, err := w.pool.Acquire(actx)
 		if err != nil {
 			return w.acquireFailed(ctx, err)
 		}
 		tag, err = c.Exec(actx, sql, args...)
 		if err != nil {
-			pid = c.Conn().PgConn().PID()
+			s.note(c)
 			err = w.failed(ctx, err, shapeOf(sql), c.Conn().IsClosed())
 		}
 		c.Release()

@@ -37,12 +37,12 @@ func (w *Pool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 
 // query opens r under the Policy.
 func (w *Pool) query(r *rows, args []any) error {
-	var pid uint32
-	return w.p.Do(r.ctx, w.opFor(r.ctx, queryOp, r.sql, &pid), func(actx context.Context) error {
+	op, s := w.opFor(r.ctx, queryOp, r.sql)
+	return w.p.Do(r.ctx, op, func(actx context.Context) error {
 		r.attempts++
 		err := r.open(actx, args)
 		if err != nil && r.c != nil {
-			pid = r.c.Conn().PgConn().PID()
+			s.note(r.c)
 			closed := r.c.Conn().IsClosed()
 			r.release()
 			return w.failed(r.ctx, err, shapeOf(r.sql), closed)
@@ -216,15 +216,15 @@ type row struct {
 // Scan runs the query and scans its first row, as pgx's QueryRow does:
 // pgx.ErrNoRows if there is none.
 func (r *row) Scan(dest ...any) error {
-	var pid uint32
-	return r.w.p.Do(r.ctx, r.w.opFor(r.ctx, queryOp, r.sql, &pid), func(actx context.Context) error {
+	op, s := r.w.opFor(r.ctx, queryOp, r.sql)
+	return r.w.p.Do(r.ctx, op, func(actx context.Context) error {
 		c, err := r.w.pool.Acquire(actx)
 		if err != nil {
 			return r.w.acquireFailed(r.ctx, err)
 		}
 		defer c.Release()
 		if err = c.QueryRow(actx, r.sql, r.args...).Scan(dest...); err != nil {
-			pid = c.Conn().PgConn().PID()
+			s.note(c)
 			return r.w.failed(r.ctx, err, shapeOf(r.sql), c.Conn().IsClosed())
 		}
 		return nil
