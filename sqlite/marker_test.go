@@ -239,4 +239,3 @@ func TestMarkerConfigErrors(t *testing.T) {
 		}
 	}
 }
-

@@ -38,6 +38,8 @@ type Tx struct {
 	CommitSeen bool      // a COMMIT request for it arrived
 	ReplyLost  bool      // the COMMIT's reply was never (fully) sent
 	Reason     string    // why it ended: "commit", "rollback", "error 1205", "commit failed: error 3902", "connection closed"
+
+	requests []Request // the statements, with their arguments
 }
 
 // Server is a TDS 7.4 responder on 127.0.0.1 that answers go-mssqldb by
@@ -55,7 +57,7 @@ type Server struct {
 	log       []Request
 	counts    map[countKey]int
 	txs       []*Tx
-	applied   []string
+	applied   []Request // in the order they took effect
 	protoErrs []error
 	closed    bool
 
@@ -247,12 +249,28 @@ func (s *Server) Applied(prefix string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
-	for _, sql := range s.applied {
-		if matchSQL(prefix, sql) {
+	for _, r := range s.applied {
+		if matchSQL(prefix, r.SQL) {
 			n++
 		}
 	}
 	return n
+}
+
+// AppliedRequests returns the statements matching prefix (as [Rule.Match])
+// that took durable effect, as [Server.Applied] counts them, with their
+// arguments, in the order they took effect: a script answers a read from
+// them as a table would (see the marker verifier's tests).
+func (s *Server) AppliedRequests(prefix string) []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Request
+	for _, r := range s.applied {
+		if matchSQL(prefix, r.SQL) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // ProtocolErrors returns the requests the responder could not parse.
@@ -533,8 +551,9 @@ func (s *Server) statement(c *conn, m message) bool {
 		s.mu.Lock()
 		if c.tx != nil && c.tx.Outcome == TxOpen {
 			c.tx.Statements = append(c.tx.Statements, r.SQL)
+			c.tx.requests = append(c.tx.requests, r)
 		} else {
-			s.applied = append(s.applied, r.SQL)
+			s.applied = append(s.applied, r)
 		}
 		s.mu.Unlock()
 	}
@@ -686,7 +705,7 @@ func (s *Server) endTxLocked(c *conn, t *tokens, outcome TxOutcome, reason strin
 	c.tx.Outcome, c.tx.Reason = outcome, reason
 	env := byte(envRollbackTran)
 	if outcome == TxCommitted {
-		s.applied = append(s.applied, c.tx.Statements...)
+		s.applied = append(s.applied, c.tx.requests...)
 		env = envCommitTran
 	}
 	c.tx = nil
