@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,6 +138,55 @@ func TestMarkerSettles(t *testing.T) {
 	for _, commit := range []bool{true, false, true, false} {
 		if got, err := v.Committed(ctx, db, keys[commit]); err != nil || got != commit {
 			t.Errorf("committed %v: got %v, %v", commit, got, err)
+		}
+	}
+}
+
+// movedHistory is a CommitVerifier asked after a failover: it asks with the
+// mark's history replaced by one the server is not on, so the real
+// pg_xact_status check answers ErrHistoryChanged; it records each error.
+type movedHistory struct {
+	CommitVerifier
+	errs *[]error
+}
+
+func (m movedHistory) Committed(ctx context.Context, db *sql.DB, mark string) (bool, error) {
+	xid, _, _ := strings.Cut(mark, "@")
+	ok, err := m.CommitVerifier.Committed(ctx, db, xid+"@00000099/0/0")
+	*m.errs = append(*m.errs, err)
+	return ok, err
+}
+
+// TestVerifiersFallBackToMarker: pg_xact_status cannot answer after a
+// failover (ErrHistoryChanged); sqlretry.Verifiers then settles by the
+// marker, both ways, on the real server.
+func TestVerifiersFallBackToMarker(t *testing.T) {
+	db, ctx := markerPG(t)
+	for _, commit := range []bool{true, false} {
+		var errs []error
+		v := sr.Verifiers(movedHistory{CommitVerifier{}, &errs}, &MarkerVerifier{})
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mark, err := v.Mark(ctx, tx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if commit {
+			err = tx.Commit()
+		} else {
+			err = tx.Rollback()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := v.Committed(ctx, db, mark)
+		if err != nil || got != commit {
+			t.Errorf("committed %v: got %v, %v", commit, got, err)
+		}
+		if len(errs) != 1 || !errors.Is(errs[0], ErrHistoryChanged) {
+			t.Errorf("committed %v: the first verifier answered %v, want ErrHistoryChanged", commit, errs)
 		}
 	}
 }
