@@ -1,8 +1,12 @@
-// Package chaos is the harness behind `sqlretry chaos`: it drives the
-// reference task store (package taskstore) with concurrent workers while the
-// fault driver (package faults) injects every kind of fault and a sustained
-// outage, then checks with injection off that nothing was lost or applied
-// twice.
+// Package chaos is the harness behind `sqlretry chaos`. Its default
+// scenario (tasks, [Run]) drives the reference task store (package
+// taskstore) with concurrent workers while the fault driver (package
+// faults) injects every kind of fault and a sustained outage, then checks
+// with injection off that nothing was lost or applied twice. The
+// contention scenario ([RunContention], contention.go) runs hot rows and
+// opposite-order two-row transactions under sqlretry's policy, the old
+// defaults and a blind loop, and sets their success rates, latencies,
+// attempts per call and budget refusals side by side.
 //
 //	r, err := chaos.Run(ctx, chaos.Config{})   // 20 s on a temporary SQLite database
 //	if err != nil { ... }                      // an *InputError: a bad setting or an unusable DSN
