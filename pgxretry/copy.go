@@ -8,14 +8,17 @@ import (
 )
 
 // CopyFrom copies rows into a table outside a transaction (COPY FROM
-// STDIN, one statement: all of it is applied or none). A COPY reads its
-// rows from rowSrc as it sends them, and a source cannot be rewound, so it
-// is replayed only when the failure proves nothing was applied and
-// rowSrc was not read yet (the connection could not be acquired, say).
-// Any other failure proving nothing applied is returned as it is; one of
-// unknown outcome is settled by an Op attached with [WithOp] (its verify
-// finding it not applied returns the failure), else it ends in an error
-// matching sqlretry.ErrAmbiguous.
+// STDIN, one statement: all of it is applied or none). The server ends a
+// COPY only when the client says the data is done, which pgx says after
+// rowSrc's Next returned false: a failure before that proves nothing was
+// applied. A COPY reads its rows from rowSrc as it sends them, and a
+// source cannot be rewound, so it is replayed only when the failure
+// proves nothing was applied and rowSrc was not read yet (the connection
+// could not be acquired, say). Any other failure proving nothing applied
+// is returned as it is; one of unknown outcome (after the end of the data
+// was sent) is settled by an Op attached with [WithOp] (its verify finding
+// it not applied returns the failure), else it ends in an error matching
+// sqlretry.ErrAmbiguous.
 func (w *Pool) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, rowSrc pgx.CopyFromSource) (int64, error) {
 	var (
 		n int64
@@ -59,6 +62,12 @@ func (s *copySource) failed(w *Pool, ctx context.Context, err error, closed bool
 		return err
 	}
 	c := w.classify(ctx, err, shapeWrite, closed)
+	if !s.ended && c.Phase == sqlretry.Unknown {
+		// The end of the data was never sent: the server cannot have
+		// ended the COPY, and rolls it back with the failed session.
+		c.Phase = sqlretry.NotApplied
+		c.Reason += " (before the end of the COPY data was sent)"
+	}
 	if s.read && c.Phase != sqlretry.Unknown {
 		if !c.Retryable {
 			return err
@@ -72,13 +81,16 @@ func (s *copySource) failed(w *Pool, ctx context.Context, err error, closed bool
 // copySource notes whether pgx has read the source.
 type copySource struct {
 	src     pgx.CopyFromSource
-	read    bool
+	read    bool  // Next was called
+	ended   bool  // Next returned false: pgx may have sent the end of the data
 	failure error // the attempt's error, returned as it is once the source was read
 }
 
 func (s *copySource) Next() bool {
 	s.read = true
-	return s.src.Next()
+	more := s.src.Next()
+	s.ended = !more
+	return more
 }
 
 func (s *copySource) Values() ([]any, error) { return s.src.Values() }

@@ -98,7 +98,7 @@ func (w *Pool) classify(ctx context.Context, err error, sh shape, closed bool) s
 		c.Retryable, c.Phase, c.Kind = true, sqlretry.NotSent, sqlretry.Unavailable
 		c.Reason += " (pgconn.SafeToRetry: nothing was sent)"
 	}
-	return reshape(c, sh, closed)
+	return reshape(c, sh, closed || fatal(err))
 }
 
 // reshape revises a statement's class by what its text is.
@@ -125,6 +125,14 @@ func reshape(c sqlretry.Class, sh shape, closed bool) sqlretry.Class {
 		c.Kind = sqlretry.Unavailable
 	}
 	return c
+}
+
+// fatal reports whether err is a server error of severity FATAL, which
+// ends the session: where the connection is out of sight (a batch's), it
+// says the session ended in reply.
+func fatal(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.SeverityUnlocalized == "FATAL" || pe.Severity == "FATAL")
 }
 
 // isContext reports whether err is a context error.
