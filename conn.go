@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/sqlretry/sqlretry/internal/rawsql"
 	"github.com/sqlretry/sqlretry/internal/sqltext"
 )
 
@@ -591,14 +592,9 @@ func (c *conn) exec(ctx context.Context, query string, args []driver.NamedValue)
 	if c.execer != nil {
 		return c.execer.ExecContext(ctx, query, args)
 	}
-	dargs, err := namedToValues(args)
-	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return c.execerV.Exec(query, dargs)
+	return rawsql.Legacy(ctx, args, errNamedArgs, func(dargs []driver.Value) (driver.Result, error) {
+		return c.execerV.Exec(query, dargs)
+	})
 }
 
 // timed adapts a query attempt to the command timeout: the Policy cancels an
@@ -625,14 +621,9 @@ func (c *conn) query(ctx context.Context, query string, args []driver.NamedValue
 	if c.queryer != nil {
 		return c.queryer.QueryContext(ctx, query, args)
 	}
-	dargs, err := namedToValues(args)
-	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return c.queryerV.Query(query, dargs)
+	return rawsql.Legacy(ctx, args, errNamedArgs, func(dargs []driver.Value) (driver.Rows, error) {
+		return c.queryerV.Query(query, dargs)
+	})
 }
 
 // PrepareContext prepares a statement, retried outside a transaction. The
@@ -828,14 +819,6 @@ func (t *tx) Rollback() error {
 	return nil
 }
 
-// namedToValues is database/sql's namedValueToValue.
-func namedToValues(named []driver.NamedValue) ([]driver.Value, error) {
-	dargs := make([]driver.Value, len(named))
-	for n, param := range named {
-		if len(param.Name) > 0 {
-			return nil, errors.New("sql: driver does not support the use of Named Parameters")
-		}
-		dargs[n] = param.Value
-	}
-	return dargs, nil
-}
+// errNamedArgs is database/sql's error for a named argument given to a
+// driver that takes positional ones only.
+var errNamedArgs = errors.New("sql: driver does not support the use of Named Parameters")

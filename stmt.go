@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql/driver"
 
+	"github.com/sqlretry/sqlretry/internal/rawsql"
 	"github.com/sqlretry/sqlretry/internal/sqltext"
 )
 
@@ -114,14 +115,7 @@ func (s *stmt) exec(ctx context.Context, args []driver.NamedValue) (driver.Resul
 	if s.execer != nil {
 		return s.execer.ExecContext(ctx, args)
 	}
-	dargs, err := namedToValues(args)
-	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return s.inner.Exec(dargs) //nolint:staticcheck // the fallback database/sql uses
+	return rawsql.Legacy(ctx, args, errNamedArgs, s.inner.Exec) //nolint:staticcheck // the fallback database/sql uses
 }
 
 // queryOnce is database/sql's ctxDriverStmtQuery.
@@ -129,14 +123,7 @@ func (s *stmt) queryOnce(ctx context.Context, args []driver.NamedValue) (driver.
 	if s.queryer != nil {
 		return s.queryer.QueryContext(ctx, args)
 	}
-	dargs, err := namedToValues(args)
-	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return s.inner.Query(dargs) //nolint:staticcheck
+	return rawsql.Legacy(ctx, args, errNamedArgs, s.inner.Query) //nolint:staticcheck
 }
 
 func valuesToNamedArgs(args []driver.Value) []driver.NamedValue {

@@ -40,13 +40,17 @@ func (s *ExecSchedule) Mode() FilterMode { return s.mode }
 
 // Decide implements [sqlretry.Schedule].
 func (s *ExecSchedule) Decide(f sqlretry.Failure) (sqlretry.Decision, time.Duration) {
-	d, w, _ := s.decide(f, false)
-	return d, w
+	return withoutReason(s.decide(f, false))
 }
 
 // Explain is Decide with a one-line reason, for tools and logs.
 func (s *ExecSchedule) Explain(f sqlretry.Failure) (sqlretry.Decision, time.Duration, string) {
 	return s.decide(f, true)
+}
+
+// withoutReason is a decide's answer for Decide, which gives no reason.
+func withoutReason(d sqlretry.Decision, wait time.Duration, _ string) (sqlretry.Decision, time.Duration) {
+	return d, wait
 }
 
 func (s *ExecSchedule) decide(f sqlretry.Failure, why bool) (sqlretry.Decision, time.Duration, string) {
@@ -118,7 +122,7 @@ func matches(filter []string, mode FilterMode, statement string) bool {
 		return false
 	}
 	for _, f := range filter {
-		if equalFold(tok, f) {
+		if sqltext.EqualFold(tok, f) {
 			return true
 		}
 	}
@@ -141,23 +145,6 @@ func FirstToken(statement string) string {
 }
 
 func isSQLSpace(c byte) bool { return isSpace(c) || c == '\f' || c == '\v' }
-
-// equalFold compares a token with a lower-case filter item, folding ASCII.
-func equalFold(tok, lower string) bool {
-	if len(tok) != len(lower) {
-		return false
-	}
-	for i := 0; i < len(tok); i++ {
-		c := tok[i]
-		if c >= 'A' && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != lower[i] {
-			return false
-		}
-	}
-	return true
-}
 
 // Connect holds the driver's connection properties that pace and bound the
 // connect retry loop. The zero value means the driver's defaults.
@@ -267,8 +254,7 @@ func (s *ConnSchedule) ConnectTimeout() time.Duration { return s.login }
 
 // Decide implements [sqlretry.Schedule].
 func (s *ConnSchedule) Decide(f sqlretry.Failure) (sqlretry.Decision, time.Duration) {
-	d, w, _ := s.decide(f, false)
-	return d, w
+	return withoutReason(s.decide(f, false))
 }
 
 // Explain is Decide with a one-line reason, for tools and logs.

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"sync/atomic"
+
+	"github.com/sqlretry/sqlretry/internal/rawsql"
 )
 
 // Connector wraps inner so that every connection it makes obeys plan. The
@@ -229,20 +231,10 @@ func (c *conn) Prepare(query string) (driver.Stmt, error) {
 }
 
 func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	cl := call{op: OpPrepare, stmt: query, inTx: c.tx != nil}
-	if _, err := c.pre(ctx, cl); err != nil {
+	if err := c.enter(ctx, call{op: OpPrepare, stmt: query, inTx: c.tx != nil}); err != nil {
 		return nil, err
 	}
-	c.plan.passed(OpPrepare)
-	var si driver.Stmt
-	var err error
-	if pc, ok := c.inner.(driver.ConnPrepareContext); ok {
-		si, err = pc.PrepareContext(ctx, query)
-	} else {
-		if err = ctx.Err(); err == nil {
-			si, err = c.inner.Prepare(query)
-		}
-	}
+	si, err := c.prepareInner(ctx, query)
 	if err != nil {
 		return nil, err
 	}
@@ -267,24 +259,10 @@ func (c *conn) Begin() (driver.Tx, error) {
 }
 
 func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	cl := call{op: OpBegin}
-	if _, err := c.pre(ctx, cl); err != nil {
+	if err := c.enter(ctx, call{op: OpBegin}); err != nil {
 		return nil, err
 	}
-	c.plan.passed(OpBegin)
-	var it driver.Tx
-	var err error
-	if bt, ok := c.inner.(driver.ConnBeginTx); ok {
-		it, err = bt.BeginTx(ctx, opts)
-	} else {
-		// database/sql's own fallback (ctxDriverBegin).
-		if opts.Isolation != 0 || opts.ReadOnly {
-			return nil, errors.New("faults: inner driver does not support non-default isolation or read-only transactions")
-		}
-		if err = ctx.Err(); err == nil {
-			it, err = c.inner.Begin() //nolint:staticcheck // the fallback for drivers without ConnBeginTx
-		}
-	}
+	it, err := c.beginInner(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -292,12 +270,45 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 	return c.tx, nil
 }
 
-func (c *conn) Ping(ctx context.Context) error {
-	cl := call{op: OpPing}
+// enter applies the plan to a call whose faults all act before the inner
+// driver runs it (a prepare, a begin, a ping) and counts the call as passed.
+func (c *conn) enter(ctx context.Context, cl call) error {
 	if _, err := c.pre(ctx, cl); err != nil {
 		return err
 	}
-	c.plan.passed(OpPing)
+	c.plan.passed(cl.op)
+	return nil
+}
+
+// prepareInner is database/sql's ctxDriverPrepare on the inner connection.
+func (c *conn) prepareInner(ctx context.Context, query string) (driver.Stmt, error) {
+	if pc, ok := c.inner.(driver.ConnPrepareContext); ok {
+		return pc.PrepareContext(ctx, query)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return c.inner.Prepare(query)
+}
+
+// beginInner is database/sql's ctxDriverBegin on the inner connection.
+func (c *conn) beginInner(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if bt, ok := c.inner.(driver.ConnBeginTx); ok {
+		return bt.BeginTx(ctx, opts)
+	}
+	if opts.Isolation != 0 || opts.ReadOnly {
+		return nil, errors.New("faults: inner driver does not support non-default isolation or read-only transactions")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return c.inner.Begin() //nolint:staticcheck // the fallback for drivers without ConnBeginTx
+}
+
+func (c *conn) Ping(ctx context.Context) error {
+	if err := c.enter(ctx, call{op: OpPing}); err != nil {
+		return err
+	}
 	if p, ok := c.inner.(driver.Pinger); ok {
 		return p.Ping(ctx)
 	}
@@ -342,7 +353,7 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 		if isEC {
 			return ec.ExecContext(ctx, query, args)
 		}
-		return legacy(ctx, args, func(vals []driver.Value) (driver.Result, error) { return e.Exec(query, vals) })
+		return rawsql.Legacy(ctx, args, errNamedArgs, func(vals []driver.Value) (driver.Result, error) { return e.Exec(query, vals) })
 	})
 }
 
@@ -357,7 +368,7 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 		if isQC {
 			return qc.QueryContext(ctx, query, args)
 		}
-		return legacy(ctx, args, func(vals []driver.Value) (driver.Rows, error) { return q.Query(query, vals) })
+		return rawsql.Legacy(ctx, args, errNamedArgs, func(vals []driver.Value) (driver.Rows, error) { return q.Query(query, vals) })
 	})
 }
 
@@ -402,31 +413,9 @@ func drainClose(rows driver.Rows) {
 	rows.Close()
 }
 
-// legacy calls a driver method from before contexts and named parameters
-// the way database/sql does: with positional arguments only, and not once
-// ctx is done.
-func legacy[T any](ctx context.Context, args []driver.NamedValue, call func([]driver.Value) (T, error)) (T, error) {
-	var none T
-	vals, err := namedToValues(args)
-	if err != nil {
-		return none, err
-	}
-	if err := ctx.Err(); err != nil {
-		return none, err
-	}
-	return call(vals)
-}
-
-func namedToValues(args []driver.NamedValue) ([]driver.Value, error) {
-	vals := make([]driver.Value, len(args))
-	for i, a := range args {
-		if a.Name != "" {
-			return nil, errors.New("faults: inner driver does not support named parameters")
-		}
-		vals[i] = a.Value
-	}
-	return vals, nil
-}
+// errNamedArgs is the error for a named argument given to an inner driver
+// that takes positional ones only.
+var errNamedArgs = errors.New("faults: inner driver does not support named parameters")
 
 // tx wraps one inner transaction.
 type tx struct {
@@ -533,7 +522,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 		if se, ok := s.inner.(driver.StmtExecContext); ok {
 			return se.ExecContext(ctx, args)
 		}
-		return legacy(ctx, args, s.inner.Exec) //nolint:staticcheck // legacy fallback
+		return rawsql.Legacy(ctx, args, errNamedArgs, s.inner.Exec) //nolint:staticcheck // legacy fallback
 	})
 }
 
@@ -543,7 +532,7 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driv
 		if sq, ok := s.inner.(driver.StmtQueryContext); ok {
 			return sq.QueryContext(ctx, args)
 		}
-		return legacy(ctx, args, s.inner.Query) //nolint:staticcheck // legacy fallback
+		return rawsql.Legacy(ctx, args, errNamedArgs, s.inner.Query) //nolint:staticcheck // legacy fallback
 	})
 }
 

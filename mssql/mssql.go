@@ -65,11 +65,7 @@ func init() {
 			if !b.retryable {
 				c.Reason += ": permanent"
 			}
-			c = codes.Tag(c, contention)
-			if _, dup := byNumber[r.n]; dup {
-				panic("mssql: error number " + code + " listed twice")
-			}
-			byNumber[r.n] = c
+			c = codes.File(byNumber, r.n, c, contention, "mssql: error number "+code)
 			rows = append(rows, Entry{Code: code, Number: r.n, Class: c, Source: src})
 		}
 	}

@@ -32,11 +32,7 @@ var (
 
 func init() {
 	for _, e := range entries {
-		if _, dup := byNumber[e.Number]; dup {
-			panic("mysql: error number " + e.Code + " listed twice")
-		}
-		e.Class = codes.Tag(e.Class, contention)
-		byNumber[e.Number] = e.Class
+		e.Class = codes.File(byNumber, e.Number, e.Class, contention, "mysql: error number "+e.Code)
 		rows = append(rows, e)
 	}
 	slices.SortFunc(rows, func(a, b Entry) int { return cmp.Compare(a.Number, b.Number) })

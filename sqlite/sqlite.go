@@ -44,11 +44,7 @@ var (
 
 func init() {
 	for _, e := range entries {
-		if _, dup := byNumber[e.Number]; dup {
-			panic("sqlite: result code " + e.Code + " listed twice")
-		}
-		e.Class = codes.Tag(e.Class, contention)
-		byNumber[e.Number] = e.Class
+		e.Class = codes.File(byNumber, e.Number, e.Class, contention, "sqlite: result code "+e.Code)
 		byName[e.Class.Code] = e.Number
 		rows = append(rows, e)
 	}

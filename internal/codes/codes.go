@@ -81,3 +81,16 @@ func Tag(c sr.Class, contention func(code string) bool) sr.Class {
 	}
 	return c
 }
+
+// File files c, tagged with its Kind (see Tag), under n in byNumber and
+// returns the tagged verdict. A number already filed panics with what
+// (`mysql: error number 1213`) "listed twice": the tables are written by
+// hand, and a number listed twice would silently shadow one of its rows.
+func File[N comparable](byNumber map[N]sr.Class, n N, c sr.Class, contention func(code string) bool, what string) sr.Class {
+	if _, dup := byNumber[n]; dup {
+		panic(what + " listed twice")
+	}
+	c = Tag(c, contention)
+	byNumber[n] = c
+	return c
+}

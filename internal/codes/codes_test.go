@@ -38,3 +38,18 @@ func TestRecover(t *testing.T) {
 		t.Errorf("got %+v, want Panicked", got)
 	}
 }
+
+func TestFile(t *testing.T) {
+	byNumber := map[int]sr.Class{}
+	contention := func(code string) bool { return code == "1" }
+	got := File(byNumber, 1, sr.Class{Retryable: true, Code: "1"}, contention, "x: number 1")
+	if got.Kind != sr.Contention || byNumber[1] != got {
+		t.Errorf("File = %+v, filed %+v; want the verdict tagged Contention and filed", got, byNumber[1])
+	}
+	defer func() {
+		if r := recover(); r != "x: number 1 listed twice" {
+			t.Errorf("a number filed twice: recovered %v, want a panic naming it", r)
+		}
+	}()
+	File(byNumber, 1, sr.Class{}, contention, "x: number 1")
+}

@@ -36,27 +36,11 @@ func Exec(ctx context.Context, conn driver.Conn, query string) error {
 // Scalar runs query, which takes no arguments, on conn and returns the first
 // column of its first row, or io.EOF if it returned no row.
 func Scalar(ctx context.Context, conn driver.Conn, query string) (driver.Value, error) {
-	var rows driver.Rows
-	var err error
-	if q, ok := conn.(driver.QueryerContext); ok {
-		rows, err = q.QueryContext(ctx, query, nil)
-	}
-	if rows == nil && (err == nil || err == driver.ErrSkip) {
-		var st driver.Stmt
-		if st, err = prepare(ctx, conn, query); err != nil {
-			return nil, err
-		}
-		defer st.Close()
-		if q, ok := st.(driver.StmtQueryContext); ok {
-			rows, err = q.QueryContext(ctx, nil)
-		} else {
-			rows, err = st.Query(nil) //nolint:staticcheck
-		}
-	}
+	rows, done, err := queryRows(ctx, conn, query, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
+	defer done()
 	dest := make([]driver.Value, len(rows.Columns()))
 	if len(dest) == 0 {
 		return nil, errors.New("rawsql: the query returned no column")
@@ -197,31 +181,11 @@ func Exists(ctx context.Context, conn driver.Conn, query string, args []any) (bo
 		}
 		nv[i].Value = v
 	}
-	var rows driver.Rows
-	var err error
-	if q, ok := conn.(driver.QueryerContext); ok {
-		rows, err = q.QueryContext(ctx, query, nv)
-	}
-	if rows == nil && (err == nil || err == driver.ErrSkip) {
-		var st driver.Stmt
-		if st, err = prepare(ctx, conn, query); err != nil {
-			return false, err
-		}
-		defer st.Close()
-		if q, ok := st.(driver.StmtQueryContext); ok {
-			rows, err = q.QueryContext(ctx, nv)
-		} else {
-			vals := make([]driver.Value, len(nv))
-			for i := range nv {
-				vals[i] = nv[i].Value
-			}
-			rows, err = st.Query(vals) //nolint:staticcheck
-		}
-	}
+	rows, done, err := queryRows(ctx, conn, query, nv)
 	if err != nil {
 		return false, err
 	}
-	defer rows.Close()
+	defer done()
 	dest := make([]driver.Value, len(rows.Columns()))
 	switch err := rows.Next(dest); err {
 	case nil:
@@ -231,4 +195,66 @@ func Exists(ctx context.Context, conn driver.Conn, query string, args []any) (bo
 	default:
 		return false, err
 	}
+}
+
+// queryRows runs query with nv on conn as database/sql would: through
+// QueryerContext, else (or when that answers driver.ErrSkip, or no rows and
+// no error) through a prepared statement. done closes the rows, then the statement if one was
+// prepared; it is nil when err is not.
+func queryRows(ctx context.Context, conn driver.Conn, query string, nv []driver.NamedValue) (rows driver.Rows, done func(), err error) {
+	if q, ok := conn.(driver.QueryerContext); ok {
+		rows, err = q.QueryContext(ctx, query, nv)
+		switch {
+		case err != nil && (rows != nil || err != driver.ErrSkip):
+			return nil, nil, err
+		case rows != nil:
+			return rows, func() { rows.Close() }, nil
+		}
+	}
+	st, err := prepare(ctx, conn, query)
+	if err != nil {
+		return nil, nil, err
+	}
+	if q, ok := st.(driver.StmtQueryContext); ok {
+		rows, err = q.QueryContext(ctx, nv)
+	} else {
+		rows, err = st.Query(valuesOf(nv)) //nolint:staticcheck
+	}
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return rows, func() { rows.Close(); st.Close() }, nil
+}
+
+// valuesOf is nv's values in order, for a pre-context driver.Stmt; nil for
+// no arguments.
+func valuesOf(nv []driver.NamedValue) []driver.Value {
+	if len(nv) == 0 {
+		return nil
+	}
+	vals := make([]driver.Value, len(nv))
+	for i := range nv {
+		vals[i] = nv[i].Value
+	}
+	return vals
+}
+
+// Legacy calls a driver method from before contexts and named parameters
+// the way database/sql does (ctxDriverExec and its siblings): with the
+// arguments as positional values, failing with named if one has a name,
+// and not at all once ctx is done.
+func Legacy[T any](ctx context.Context, args []driver.NamedValue, named error, call func([]driver.Value) (T, error)) (T, error) {
+	var none T
+	vals := make([]driver.Value, len(args))
+	for i, a := range args {
+		if a.Name != "" {
+			return none, named
+		}
+		vals[i] = a.Value
+	}
+	if err := ctx.Err(); err != nil {
+		return none, err
+	}
+	return call(vals)
 }

@@ -455,10 +455,11 @@ func (l *lexer) onlyTrivia() bool {
 }
 
 // is reports whether word token t is kw (lower-case), ignoring ASCII case.
-func (l *lexer) is(t token, kw string) bool { return eqFold(l.s[t.start:t.end], kw) }
+func (l *lexer) is(t token, kw string) bool { return EqualFold(l.s[t.start:t.end], kw) }
 
-// eqFold reports whether w is kw (lower-case), ignoring ASCII case.
-func eqFold(w, kw string) bool {
+// EqualFold reports whether w is kw (lower-case), ignoring ASCII case: the
+// one fold the SQL text analysis and crl's query filters share.
+func EqualFold(w, kw string) bool {
 	if len(w) != len(kw) {
 		return false
 	}

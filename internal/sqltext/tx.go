@@ -342,9 +342,9 @@ func (s Session) set(l *lexer) (Session, bool, bool) {
 			switch w := l.valueWord(value); {
 			case global || w == "":
 				s.lost = true
-			case w == "1" || eqFold(w, "chain"):
+			case w == "1" || EqualFold(w, "chain"):
 				s.chain = true
-			case w == "0" || w == "2" || eqFold(w, "no_chain") || eqFold(w, "release"):
+			case w == "0" || w == "2" || EqualFold(w, "no_chain") || EqualFold(w, "release"):
 				s.chain = false
 			default:
 				s.lost = true
@@ -427,9 +427,9 @@ func (l *lexer) switchValue(v []token) (on, known bool) {
 		w = w[1 : len(w)-1]
 	}
 	switch {
-	case w == "1", eqFold(w, "on"), eqFold(w, "true"), eqFold(w, "default"):
+	case w == "1", EqualFold(w, "on"), EqualFold(w, "true"), EqualFold(w, "default"):
 		return true, true
-	case w == "0", eqFold(w, "off"), eqFold(w, "false"):
+	case w == "0", EqualFold(w, "off"), EqualFold(w, "false"):
 		return false, true
 	}
 	return false, false
@@ -440,7 +440,7 @@ func (l *lexer) isNameAny(t token, kws ...string) bool {
 	if t.kind == tokQuoted && t.end-t.start >= 2 {
 		w := l.s[t.start+1 : t.end-1]
 		for _, kw := range kws {
-			if eqFold(w, kw) {
+			if EqualFold(w, kw) {
 				return true
 			}
 		}
