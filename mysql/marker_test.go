@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,5 +141,58 @@ func TestMarkerSettles(t *testing.T) {
 		if got, err := v.Committed(ctx, db, keys[commit]); err != nil || got != commit {
 			t.Errorf("committed %v: got %v, %v", commit, got, err)
 		}
+	}
+}
+
+// TestMarkerPruneUnderConcurrency: eight clients run transactions marked by
+// one verifier that prunes before every one (PruneEvery 1), on InnoDB's
+// default REPEATABLE READ, while old markers wait to be pruned. No user
+// transaction may fail (retries are off, so a deadlock or a lock wait
+// timeout would surface), every marker of theirs stays, and the old ones
+// go.
+func TestMarkerPruneUnderConcurrency(t *testing.T) {
+	db, ctx := markerMySQL(t)
+	if _, err := db.ExecContext(ctx, "CREATE TABLE orders (id int NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(2_000_000_000, 0)
+	const old, clients, perClient = 150, 8, 40
+	for i := range old {
+		if _, err := db.ExecContext(ctx, "INSERT INTO sqlretry_commit_marks VALUES (?, ?, 0)", sr.NewKey(), now.Add(-2*time.Hour).Unix()+int64(i%7)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := &MarkerVerifier{PruneEvery: 1}
+	v.seams.Now = func() time.Time { return now }
+	p, err := sr.New(sr.Config{Classifier: Classifier, CommitVerifier: v, MaxRetries: sr.NoRetries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, clients*perClient)
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for range perClient {
+				errs <- sr.RunTx(ctx, db, p, sr.Write("order", nil), nil, func(ctx context.Context, tx *sql.Tx) error {
+					_, err := tx.ExecContext(ctx, "INSERT INTO orders VALUES (1)")
+					return err
+				})
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("a user transaction failed: %v", err)
+		}
+	}
+	var young, stale int
+	q := "SELECT COALESCE(SUM(created_at >= ?), 0), COALESCE(SUM(created_at < ?), 0) FROM sqlretry_commit_marks"
+	if err := db.QueryRowContext(ctx, q, now.Unix(), now.Unix()).Scan(&young, &stale); err != nil {
+		t.Fatal(err)
+	}
+	if young != clients*perClient || stale != 0 {
+		t.Errorf("markers: got %d young and %d old, want %d and 0", young, stale, clients*perClient)
 	}
 }
