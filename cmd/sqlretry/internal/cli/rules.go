@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -176,7 +178,7 @@ func rulesExplain(env Env, args []string) int {
 	}
 	p, err := rf.parse(pos[0])
 	if err != nil {
-		return badInput(env, "%v", err)
+		return badInput(env, "rules explain: %v", rf.ruleErr(pos[0], p.syntax, err))
 	}
 	if rf.conn {
 		return explainConn(env, rf.asJSON, p)
@@ -294,7 +296,10 @@ func rulesTest(env Env, args []string) int {
 	}
 	p, err := rf.parse(pos[0])
 	if err != nil {
-		return badInput(env, "%v", err)
+		return badInput(env, "rules test: %v", rf.ruleErr(pos[0], p.syntax, err))
+	}
+	if err := checkCode(p.engine, *code); err != nil {
+		return badInput(env, "rules test: --error: %v", err)
 	}
 	f := sqlretry.Failure{
 		Op:        "rules test",
@@ -323,6 +328,104 @@ func rulesTest(env Env, args []string) int {
 		return ExitOK
 	}
 	return ExitFailed
+}
+
+// ruleErr rewrites an error about RULES for the command's user. crl's
+// errors lead with the JDBC driver's resource key (R_invalidParameterNumber),
+// which means nothing outside the driver's source; the rule, token and
+// offset say where, crl's message says what, and a hint says which flags
+// would read RULES when the ones given cannot.
+func (r *rulesFlags) ruleErr(rules string, syntax crl.Syntax, err error) error {
+	var ce *crl.Error
+	if !errors.As(err, &ce) {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString("RULES ")
+	if ce.Rule > 0 {
+		fmt.Fprintf(&b, "rule %d, ", ce.Rule)
+	}
+	fmt.Fprintf(&b, "token %q at offset %d: %s", ce.Token, ce.Pos, ce.Msg)
+	if hint := r.hint(rules, syntax, ce); hint != "" {
+		b.WriteString("; " + hint)
+	}
+	return errors.New(b.String())
+}
+
+// hint names what would make RULES parse: retryConn's + outside --conn, or
+// the other code syntax (--engine) or kind of rules (--conn), found by
+// parsing RULES under them. It is empty when RULES parse as given (the
+// error is about validation: the query timeout, the connect settings).
+func (r *rulesFlags) hint(rules string, syntax crl.Syntax, ce *crl.Error) string {
+	if !r.conn && strings.HasPrefix(strings.TrimSpace(ce.Token), "+") {
+		return "a leading + (add to the built-in list) belongs to retryConn rules (--conn), which list error codes without timings"
+	}
+	if parses(syntax, r.conn, rules) {
+		return ""
+	}
+	other := crl.SQLState
+	if syntax == crl.SQLState {
+		other = crl.Numbers
+	}
+	for _, alt := range []struct {
+		syntax crl.Syntax
+		conn   bool
+	}{{syntax, !r.conn}, {other, r.conn}, {other, !r.conn}} {
+		if !parses(alt.syntax, alt.conn, rules) {
+			continue
+		}
+		var with []string
+		switch {
+		case alt.syntax == syntax:
+		case alt.syntax == crl.SQLState:
+			with = append(with, "with --engine postgres or cockroach (rules that name SQLSTATEs, such as 40P01)")
+		default:
+			with = append(with, "with --engine sqlserver or mysql (rules that name error numbers, such as 1205)")
+		}
+		switch {
+		case alt.conn == r.conn:
+		case alt.conn:
+			with = append(with, "with --conn (as retryConn rules: error codes only)")
+		default:
+			with = append(with, "without --conn (as retryExec rules: errors:timings[:filter])")
+		}
+		return "RULES parse " + strings.Join(with, " and ")
+	}
+	return ""
+}
+
+// parses reports whether rules parse in syntax, as retryConn rules or
+// retryExec rules.
+func parses(syntax crl.Syntax, conn bool, rules string) bool {
+	var err error
+	if conn {
+		_, err = syntax.ParseConn(rules)
+	} else {
+		_, err = syntax.ParseExec(rules)
+	}
+	return err == nil
+}
+
+// checkCode checks --error as classify checks CODE: a code the engine's
+// classifier could report (or the engine-neutral classifier, which every
+// engine falls back to), else bad input, with the engine whose syntax it
+// has when that is another.
+func checkCode(eng engine.Engine, code string) error {
+	if slices.Contains(engine.NeutralCodes, code) {
+		return nil
+	}
+	err := eng.ValidCode(code)
+	if err == nil {
+		return nil
+	}
+	hint := ""
+	switch {
+	case eng.Syntax() == crl.Numbers && engine.Postgres.ValidCode(code) == nil && strings.Trim(code, "0123456789") != "":
+		hint = "; " + code + " is a SQLSTATE: pass --engine postgres or cockroach"
+	case eng.Syntax() == crl.SQLState && engine.SQLServer.ValidCode(code) == nil:
+		hint = "; " + code + " is an error number: pass --engine sqlserver or mysql"
+	}
+	return fmt.Errorf("%v (or an engine-neutral code: %s)%s", err, strings.Join(engine.NeutralCodes, ", "), hint)
 }
 
 // canonicalCode writes a code as classifiers report it: a number without

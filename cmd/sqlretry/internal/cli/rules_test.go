@@ -65,22 +65,39 @@ func TestRulesBadInput(t *testing.T) {
 	tests := []struct {
 		args []string
 		want string // prefix of the one stderr line
+		has  string // and what else it must say
 	}{
-		{[]string{"rules", "explain", "1205:3,2,2"}, `error: R_invalidParameterNumber: rule 1, token "3,2,2"`},
-		{[]string{"rules", "explain", "1205:3;1222:3:a:b"}, `error: R_InvalidRuleFormat: rule 2`},
-		{[]string{"rules", "explain", "1205:3", "--query-timeout", "0"}, `error: R_InvalidRetryInterval: rule 1, token "3"`},
-		{[]string{"rules", "explain", "--conn", "4060:3"}, `error: R_InvalidRuleFormat: rule 1`},
-		{[]string{"rules", "explain"}, "error: rules explain: want one RULES argument"},
-		{[]string{"rules", "explain", "1205:3", "--filter-mode", "regex"}, "error: --filter-mode"},
-		{[]string{"rules", "test", "1205:3", "--sql", "select 1"}, "error: rules test: --error CODE is required"},
-		{[]string{"rules", "test", "1205:x", "--error", "1205", "--sql", "select 1"}, "error: R_invalidParameterNumber"},
-		{[]string{"rules"}, "error: rules: want a subcommand"},
-		{[]string{"rules", "frob"}, `error: rules: unknown subcommand "frob"`},
+		{[]string{"rules", "explain", "1205:3,2,2"}, `error: rules explain: RULES rule 1, token "3,2,2"`, "more than one comma"},
+		{[]string{"rules", "explain", "1205:3;1222:3:a:b"}, `error: rules explain: RULES rule 2`, "at most 3"},
+		{[]string{"rules", "explain", "1205:3", "--query-timeout", "0"}, `error: rules explain: RULES rule 1, token "3"`, "queryTimeout"},
+		{[]string{"rules", "explain", "--conn", "4060:3"}, `error: rules explain: RULES rule 1`, "; RULES parse without --conn"},
+		// retryConn's + in a statement rule (issue 18).
+		{[]string{"rules", "explain", "{+4060,4070:1,5}"}, `error: rules explain: RULES rule 1, token "+4060" at offset 1: `,
+			"a leading + (add to the built-in list) belongs to retryConn rules (--conn)"},
+		// SQLSTATEs under the default engine, which names error numbers.
+		{[]string{"rules", "explain", "40001,40P01:3,1*2"}, `error: rules explain: RULES rule 1, token "40P01"`, "; RULES parse with --engine postgres or cockroach"},
+		{[]string{"rules", "explain", "40P01"}, `error: rules explain: RULES rule 1`, "; RULES parse with --engine postgres or cockroach (rules that name SQLSTATEs, such as 40P01) and with --conn"},
+		{[]string{"rules", "explain", "--engine", "postgres", "1205:3"}, `error: rules explain: RULES rule 1, token "1205"`, "; RULES parse with --engine sqlserver or mysql"},
+		{[]string{"rules", "explain"}, "error: rules explain: want one RULES argument", ""},
+		{[]string{"rules", "explain", "1205:3", "--filter-mode", "regex"}, "error: rules explain: --filter-mode", ""},
+		{[]string{"rules", "test", "1205:3", "--sql", "select 1"}, "error: rules test: --error CODE is required", ""},
+		{[]string{"rules", "test", "1205:x", "--error", "1205", "--sql", "select 1"}, `error: rules test: RULES rule 1, token "x"`, "retryCount"},
+		// A garbage code is bad input, as in classify, not a "defer".
+		{[]string{"rules", "test", "1205:3", "--error", "abc", "--sql", "select 1"}, `error: rules test: --error: SQL Server error number "abc"`, "conn-reset"},
+		{[]string{"rules", "test", "--conn", "4060", "--error", "abc"}, `error: rules test: --error: SQL Server error number "abc"`, ""},
+		{[]string{"rules", "test", "1205:3", "--error", "40P01", "--sql", "select 1"}, "error: rules test: --error: ", "; 40P01 is a SQLSTATE: pass --engine postgres or cockroach"},
+		{[]string{"rules", "test", "--engine", "postgres", "40001:3", "--error", "1205", "--sql", "select 1"}, "error: rules test: --error: ", "; 1205 is an error number: pass --engine sqlserver or mysql"},
+		{[]string{"rules"}, "error: rules: want a subcommand", ""},
+		{[]string{"rules", "frob"}, `error: rules: unknown subcommand "frob"`, ""},
 	}
 	for _, tt := range tests {
 		code, out, errs := runCLI(tt.args...)
-		if code != ExitBadInput || !strings.HasPrefix(errs, tt.want) || strings.Count(errs, "\n") != 1 || out != "" {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and one line starting %q", tt.args, code, out, errs, tt.want)
+		if code != ExitBadInput || !strings.HasPrefix(errs, tt.want) || !strings.Contains(errs, tt.has) || strings.Count(errs, "\n") != 1 || out != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and one line starting %q, with %q", tt.args, code, out, errs, tt.want, tt.has)
+		}
+		// The JDBC driver's resource keys mean nothing to a user.
+		if strings.Contains(errs, "R_") {
+			t.Errorf("%v: stderr %q names a resource key", tt.args, errs)
 		}
 	}
 }

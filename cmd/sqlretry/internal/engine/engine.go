@@ -158,3 +158,10 @@ func (e Engine) ValidCode(code string) error { return infos[e].valid(code) }
 
 // Table returns the engine's error table.
 func (e Engine) Table() []Row { return infos[e].table() }
+
+// NeutralCodes are the codes sqlretry.ClassifyNeutral reports for failures
+// no engine names (a dial failure, a reset connection...): every engine's
+// classifier falls back to it, so they are well-formed codes for any engine.
+// The library keeps its list unexported; TestNeutralCodes holds this copy
+// to it.
+var NeutralCodes = []string{"client-state", "driver-skip", "context", "bad-conn", "dns", "dial", "conn-refused", "net-timeout", "eof", "conn-reset"}

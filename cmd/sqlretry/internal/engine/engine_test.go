@@ -1,8 +1,18 @@
 package engine
 
 import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"io"
+	"net"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/sqlretry/sqlretry"
 
 	"github.com/sqlretry/sqlretry/crl"
 )
@@ -65,5 +75,30 @@ func TestEveryEngine(t *testing.T) {
 	}
 	if got := Engine(0).String(); got != "Engine(0)" {
 		t.Errorf("Engine(0).String() = %q", got)
+	}
+}
+
+// TestNeutralCodes checks NeutralCodes against the library: one error of
+// each kind ClassifyNeutral knows, in its order of precedence.
+func TestNeutralCodes(t *testing.T) {
+	errs := []error{
+		sql.ErrConnDone,
+		driver.ErrSkip,
+		context.Canceled,
+		driver.ErrBadConn,
+		&net.DNSError{Err: "no such host", Name: "db.invalid"},
+		&net.OpError{Op: "dial", Net: "tcp", Err: errors.New("no route to host")},
+		os.NewSyscallError("connect", syscall.ECONNREFUSED),
+		&net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded},
+		io.ErrUnexpectedEOF,
+		&net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)},
+	}
+	if len(errs) != len(NeutralCodes) {
+		t.Fatalf("%d errors for %d codes", len(errs), len(NeutralCodes))
+	}
+	for i, err := range errs {
+		if got := sqlretry.ClassifyNeutral(err).Code; got != NeutralCodes[i] {
+			t.Errorf("ClassifyNeutral(%v).Code = %q, want %q", err, got, NeutralCodes[i])
+		}
 	}
 }
