@@ -45,6 +45,7 @@ func (w *Pool) RunTx(ctx context.Context, op sqlretry.Op, opts pgx.TxOptions, fn
 		return sqlretry.ErrNestedTx
 	}
 	t := &txRun{w: w, caller: ctx, opts: opts, fn: fn, userVerify: op.Verify()}
+	t.marked.Context = ctx
 	if op.IsIdempotent() {
 		return w.p.Do(ctx, sqlretry.Idempotent(op.Name), t.attempt)
 	}
@@ -57,6 +58,28 @@ func (w *Pool) RunTx(ctx context.Context, op sqlretry.Op, opts pgx.TxOptions, fn
 
 // txKey marks the context of a RunTx attempt, which fn receives.
 type txKey struct{}
+
+// markedCtx is a context marked as a RunTx attempt's. It lives inside the
+// txRun, and wraps the caller's context, which no attempt changes: fn gets
+// it without an allocation when the attempt's context is the caller's (no
+// CommandTimeout), which is the common case.
+type markedCtx struct{ context.Context }
+
+func (c *markedCtx) Value(key any) any {
+	if key == (txKey{}) {
+		return true
+	}
+	return c.Context.Value(key)
+}
+
+// fnContext returns the context fn receives in an attempt whose context is
+// actx.
+func (t *txRun) fnContext(actx context.Context) context.Context {
+	if actx.Done() == t.caller.Done() {
+		return &t.marked // the attempt's context is the caller's
+	}
+	return context.WithValue(actx, txKey{}, true)
+}
 
 // txStage is how far an attempt of a transaction got.
 type txStage uint8
@@ -75,7 +98,8 @@ type txRun struct {
 	opts       pgx.TxOptions
 	fn         func(ctx context.Context, tx pgx.Tx) error
 	userVerify sqlretry.VerifyFunc
-	marking    bool // settle an unknown COMMIT by pg_xact_status
+	marking    bool      // settle an unknown COMMIT by pg_xact_status
+	marked     markedCtx // the caller's context, marked
 
 	stage   txStage
 	pid     uint32 // the attempt's backend, fenced before a user's Verify reads
@@ -98,7 +122,7 @@ func (t *txRun) attempt(actx context.Context) error {
 		return t.failed(err)
 	}
 	t.stage = stageBody
-	if err := t.body(context.WithValue(actx, txKey{}, t), c, tx); err != nil {
+	if err := t.body(t.fnContext(actx), c, tx); err != nil {
 		// The transaction is over whether or not the rollback succeeds: a
 		// server rolls back a transaction whose connection is gone, and
 		// the pool destroys a connection left inside one.

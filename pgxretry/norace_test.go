@@ -1,0 +1,5 @@
+//go:build !race
+
+package pgxretry_test
+
+const raceEnabled = false
