@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -87,4 +88,26 @@ func TestMainBadInput(t *testing.T) {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
+}
+
+// privateCitation matches references to files only this project's authors
+// have (the reference notes, the seed specifications, the design page): a
+// user must be pointed at public sources instead.
+var privateCitation = regexp.MustCompile(`(?i)[a-z-]+\.md\b|seed 0\d\d|shared/|DESIGN rule`)
+
+// TestHelpCitesNoPrivateFiles reads every usage text the command prints.
+func TestHelpCitesNoPrivateFiles(t *testing.T) {
+	pages := [][]string{{"help"}}
+	for _, name := range commandNames() {
+		pages = append(pages, []string{name, "--help"})
+		for _, s := range commands[name].subs {
+			pages = append(pages, []string{name, s.name, "--help"})
+		}
+	}
+	for _, args := range pages {
+		_, stdout, _ := runMain(args...)
+		if m := privateCitation.FindString(stdout); m != "" {
+			t.Errorf("sqlretry %s cites %q, a file users do not have", strings.Join(args, " "), m)
+		}
+	}
 }
