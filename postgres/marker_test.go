@@ -190,3 +190,32 @@ func TestVerifiersFallBackToMarker(t *testing.T) {
 		}
 	}
 }
+
+// TestMarkerPrunes: BeforeTx's prune deletes at most 4×PruneEvery rows
+// older than TTL by the injected clock, and nothing younger.
+func TestMarkerPrunes(t *testing.T) {
+	db, ctx := markerPG(t)
+	now := time.Unix(2_000_000_000, 0)
+	for i := range 6 {
+		if _, err := db.ExecContext(ctx, "INSERT INTO sqlretry_commit_marks VALUES ($1, $2, $3)", sr.NewKey(), now.Add(-2*time.Hour).Unix()+int64(i), i%2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.ExecContext(ctx, "INSERT INTO sqlretry_commit_marks VALUES ($1, $2, 0)", sr.NewKey(), now.Add(-59*time.Minute).Unix()); err != nil {
+		t.Fatal(err)
+	}
+	v := &MarkerVerifier{PruneEvery: 1}
+	v.seams.Now = func() time.Time { return now }
+	for _, want := range []int{3, 1, 1} { // 4 at most per prune; the young row stays
+		if err := v.BeforeTx(ctx, db); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM sqlretry_commit_marks").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != want {
+			t.Fatalf("got %d rows, want %d", n, want)
+		}
+	}
+}
