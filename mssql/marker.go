@@ -27,7 +27,7 @@ CREATE TABLE sqlretry_commit_marks (
 // sqlretry.ErrAmbiguous.
 var ErrMarkerInFlight = marker.ErrInFlight
 
-// markerDialect is SQL Server and Azure SQL's for package marker.
+// markerDialect is package marker's dialect for SQL Server and Azure SQL.
 var markerDialect = marker.Dialect{
 	Engine: "mssql",
 	Param:  func(n int) string { return "@p" + strconv.Itoa(n) },
@@ -44,26 +44,27 @@ var markerDialect = marker.Dialect{
 	Duplicate: []string{"2627", "2601"},
 }
 
-// MarkerVerifier is a [sr.CommitVerifier] for SQL Server and Azure SQL that settles an
-// ambiguous COMMIT with a row of its own in a marker table, so that its
-// verdict survives a failover. Just before COMMIT, Mark inserts a random
-// key (128 bits) into the table, inside the transaction; after a COMMIT
-// whose outcome is unknown, Committed looks the key up through the pool,
-// on whichever server is primary now:
+// MarkerVerifier is a [sr.CommitVerifier] for SQL Server and Azure SQL that
+// settles an ambiguous COMMIT with a row of its own in a marker table, so
+// that its verdict survives a failover. Just before COMMIT, Mark inserts a
+// random key (128 bits) into the table, inside the transaction; after a
+// COMMIT whose outcome is unknown, Committed looks the key up through the
+// pool, on whichever server is primary now:
 //
 //   - found: the transaction committed (and its data is on this server);
 //   - not found: Committed inserts the key itself, as a tombstone, in
 //     autocommit. The primary key makes that insert wait while the marked
-//     transaction is still in flight (its session has not noticed the lost connection, or its COMMIT
-//     waits on a synchronous availability-group replica): a duplicate-key error then means it
-//     committed; a tombstone that lands means it never can, and RunTx runs
-//     the transaction again;
+//     transaction is still in flight (its session has not noticed the lost
+//     connection, or its COMMIT waits on a synchronous availability-group
+//     replica): a duplicate-key error then means it committed; a tombstone
+//     that lands means it never can, and RunTx runs the transaction again;
 //   - still locked after MaxWait: [ErrMarkerInFlight], and the call ends in
 //     sqlretry.ErrAmbiguous.
 //
-// Its verdict is about the server the pool reaches now: after an
-// availability-group failover, about the new primary's data, which is what a
-// replay must be judged by. The same verifier exists for every engine
+// It is package mssql's only CommitVerifier: without it, an ambiguous
+// COMMIT can be settled only by an Op's own Verify. Its verdict is about the
+// server the pool reaches now: after an availability-group failover, about
+// the new primary's data, which is what a replay must be judged by. The same verifier exists for every engine
 // (postgres, mysql, sqlite).
 //
 // It costs one INSERT per transaction and a table: [MarkerTableDDL], or set

@@ -27,7 +27,7 @@ const MarkerTableDDL = `CREATE TABLE IF NOT EXISTS sqlretry_commit_marks (
 // sqlretry.ErrAmbiguous.
 var ErrMarkerInFlight = marker.ErrInFlight
 
-// markerDialect is MySQL and MariaDB (InnoDB)'s for package marker.
+// markerDialect is package marker's dialect for MySQL and MariaDB (InnoDB).
 var markerDialect = marker.Dialect{
 	Engine: "mysql",
 	Param:  func(int) string { return "?" },
@@ -46,28 +46,28 @@ var markerDialect = marker.Dialect{
 	Duplicate: []string{"1062"}, // ER_DUP_ENTRY (MySQL server error reference)
 }
 
-// MarkerVerifier is a [sr.CommitVerifier] for MySQL and MariaDB (InnoDB) that settles an
-// ambiguous COMMIT with a row of its own in a marker table, so that its
-// verdict survives a failover. Just before COMMIT, Mark inserts a random
-// key (128 bits) into the table, inside the transaction; after a COMMIT
-// whose outcome is unknown, Committed looks the key up through the pool,
-// on whichever server is primary now:
+// MarkerVerifier is a [sr.CommitVerifier] for MySQL and MariaDB (InnoDB)
+// that settles an ambiguous COMMIT with a row of its own in a marker table,
+// so that its verdict survives a failover. Just before COMMIT, Mark inserts
+// a random key (128 bits) into the table, inside the transaction; after a
+// COMMIT whose outcome is unknown, Committed looks the key up through the
+// pool, on whichever server is primary now:
 //
 //   - found: the transaction committed (and its data is on this server);
 //   - not found: Committed inserts the key itself, as a tombstone, in
 //     autocommit. The primary key makes that insert wait while the marked
-//     transaction is still in flight (its connection thread has not noticed the lost connection, or its
-//     COMMIT waits on a semi-synchronous replica): a duplicate-key error then means it
-//     committed; a tombstone that lands means it never can, and RunTx runs
-//     the transaction again;
+//     transaction is still in flight (its connection thread has not noticed
+//     the lost connection, or its COMMIT waits on a semi-synchronous
+//     replica): a duplicate-key error then means it committed; a tombstone
+//     that lands means it never can, and RunTx runs the transaction again;
 //   - still locked after MaxWait: [ErrMarkerInFlight], and the call ends in
 //     sqlretry.ErrAmbiguous.
 //
 // Without it, an ambiguous COMMIT on MySQL can be settled only by an Op's
 // own Verify. Its verdict is about the server the pool reaches now: after a
 // failover, about the promoted replica's data, which is what a replay must
-// be judged by. The same verifier exists for every engine
-// (postgres, sqlite, mssql).
+// be judged by. The same verifier exists for every engine (postgres, sqlite,
+// mssql).
 //
 // It costs one INSERT per transaction and a table: [MarkerTableDDL], or set
 // CreateTable. Old rows are deleted every PruneEvery transactions, in

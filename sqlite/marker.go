@@ -25,7 +25,7 @@ CREATE INDEX IF NOT EXISTS sqlretry_commit_marks_created_at ON sqlretry_commit_m
 // sqlretry.ErrAmbiguous.
 var ErrMarkerInFlight = marker.ErrInFlight
 
-// markerDialect is SQLite's for package marker.
+// markerDialect is package marker's dialect for SQLite.
 var markerDialect = marker.Dialect{
 	Engine: "sqlite",
 	Param:  func(int) string { return "?" },
@@ -50,17 +50,16 @@ var markerDialect = marker.Dialect{
 }
 
 // MarkerVerifier is a [sr.CommitVerifier] for SQLite that settles an
-// ambiguous COMMIT with a row of its own in a marker table, so that its
-// verdict survives a failover. Just before COMMIT, Mark inserts a random
-// key (128 bits) into the table, inside the transaction; after a COMMIT
-// whose outcome is unknown, Committed looks the key up through the pool,
-// on whichever server is primary now:
+// ambiguous COMMIT with a row of its own in a marker table. Just before
+// COMMIT, Mark inserts a random key (128 bits) into the table, inside the
+// transaction; after a COMMIT whose outcome is unknown, Committed looks the
+// key up on another connection of the pool:
 //
 //   - found: the transaction committed (and its data is on this server);
 //   - not found: Committed inserts the key itself, as a tombstone, in
 //     autocommit. The primary key makes that insert wait while the marked
-//     transaction is still in flight (another connection of the process still holds the write
-//     lock): a duplicate-key error then means it
+//     transaction is still in flight (another connection of the process
+//     still holds the write lock): a duplicate-key error then means it
 //     committed; a tombstone that lands means it never can, and RunTx runs
 //     the transaction again;
 //   - still locked after MaxWait: [ErrMarkerInFlight], and the call ends in
@@ -69,8 +68,8 @@ var markerDialect = marker.Dialect{
 // SQLite runs in the process, so a COMMIT is ambiguous only when a layer
 // between (a driver wrapper, a network file system) loses its result; the
 // tombstone then waits for the write lock (SQLITE_BUSY is tried again until
-// MaxWait). The same verifier exists for every engine
-// (postgres, mysql, mssql).
+// MaxWait). The same verifier exists for every engine (postgres, mysql,
+// mssql).
 //
 // It costs one INSERT per transaction and a table: [MarkerTableDDL], or set
 // CreateTable. Old rows are deleted every PruneEvery transactions, in
