@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -556,4 +557,48 @@ func TestFatalErrorEndsTheSession(t *testing.T) {
 	if got := srv.Connections(); got != 2 {
 		t.Errorf("connections: got %d, want 2 (the session ended with the fatal error)", got)
 	}
+}
+
+// TestAppliedRequests: statements that took effect keep their arguments,
+// in the order they took effect: autocommit ones at once, a transaction's
+// at its COMMIT, a rolled-back transaction's never.
+func TestAppliedRequests(t *testing.T) {
+	srv := tdstest.Start(t, tdstest.Script{})
+	db := open(t, srv, "")
+	ctx := ctxT(t)
+	exec := func(q sqlExecer, key string) {
+		t.Helper()
+		if _, err := q.ExecContext(ctx, "INSERT INTO marks VALUES (@p1, @p2)", key, int64(7)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(db, "auto")
+	for _, commit := range []bool{false, true} {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exec(tx, fmt.Sprint("tx-", commit))
+		end := tx.Rollback
+		if commit {
+			end = tx.Commit
+		}
+		if err := end(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for _, r := range srv.AppliedRequests("INSERT INTO marks") {
+		got = append(got, fmt.Sprint(r.Args))
+	}
+	if want := []string{"[auto 7]", "[tx-true 7]"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("applied: got %v, want %v", got, want)
+	}
+	if n := len(srv.AppliedRequests("UPDATE")); n != 0 {
+		t.Errorf("applied UPDATEs: got %d, want 0", n)
+	}
+}
+
+type sqlExecer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
