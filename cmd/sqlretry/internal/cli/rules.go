@@ -330,26 +330,20 @@ func rulesTest(env Env, args []string) int {
 	return ExitFailed
 }
 
-// ruleErr rewrites an error about RULES for the command's user. crl's
-// errors lead with the JDBC driver's resource key (R_invalidParameterNumber),
-// which means nothing outside the driver's source; the rule, token and
-// offset say where, crl's message says what, and a hint says which flags
+// ruleErr rewrites an error about RULES for the command's user: the rule,
+// token and offset say where and crl's message says what, without the JDBC
+// driver's resource key (engine.RuleError), and a hint says which flags
 // would read RULES when the ones given cannot.
 func (r *rulesFlags) ruleErr(rules string, syntax crl.Syntax, err error) error {
 	var ce *crl.Error
 	if !errors.As(err, &ce) {
 		return err
 	}
-	var b strings.Builder
-	b.WriteString("RULES ")
-	if ce.Rule > 0 {
-		fmt.Fprintf(&b, "rule %d, ", ce.Rule)
-	}
-	fmt.Fprintf(&b, "token %q at offset %d: %s", ce.Token, ce.Pos, ce.Msg)
+	msg := "RULES " + engine.RuleError(err).Error()
 	if hint := r.hint(rules, syntax, ce); hint != "" {
-		b.WriteString("; " + hint)
+		msg += "; " + hint
 	}
-	return errors.New(b.String())
+	return errors.New(msg)
 }
 
 // hint names what would make RULES parse: retryConn's + outside --conn, or

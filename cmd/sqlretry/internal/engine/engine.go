@@ -4,6 +4,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -165,3 +166,30 @@ func (e Engine) Table() []Row { return infos[e].table() }
 // The library keeps its list unexported; TestNeutralCodes holds this copy
 // to it.
 var NeutralCodes = []string{"client-state", "driver-skip", "context", "bad-conn", "dns", "dial", "conn-refused", "net-timeout", "eof", "conn-reset"}
+
+// RuleError rewrites an error from package crl for the command's user:
+// "rule 1, token "+4060" at offset 1: error number is not a whole number".
+// crl's own text leads with the JDBC driver's resource key
+// (R_invalidParameterNumber), which means nothing outside the driver's
+// source. errors.As still finds the *crl.Error. Other errors are returned
+// as they are.
+func RuleError(err error) error {
+	var ce *crl.Error
+	if !errors.As(err, &ce) {
+		return err
+	}
+	return &ruleError{ce}
+}
+
+type ruleError struct{ e *crl.Error }
+
+func (r *ruleError) Unwrap() error { return r.e }
+
+func (r *ruleError) Error() string {
+	var b strings.Builder
+	if r.e.Rule > 0 {
+		fmt.Fprintf(&b, "rule %d, ", r.e.Rule)
+	}
+	fmt.Fprintf(&b, "token %q at offset %d: %s", r.e.Token, r.e.Pos, r.e.Msg)
+	return b.String()
+}

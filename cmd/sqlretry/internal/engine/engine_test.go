@@ -102,3 +102,20 @@ func TestNeutralCodes(t *testing.T) {
 		}
 	}
 }
+
+func TestRuleError(t *testing.T) {
+	_, err := crl.ParseExec("{1205:3;+4060,4070:1,5}")
+	got := RuleError(err)
+	const want = `rule 2, token "+4060" at offset 8: `
+	if got == nil || !strings.HasPrefix(got.Error(), want) || strings.Contains(got.Error(), "R_") {
+		t.Errorf("RuleError(%v) = %v, want it to start %q and name no resource key", err, got, want)
+	}
+	var ce *crl.Error
+	if !errors.As(got, &ce) || ce.Key != crl.KeyInvalidParameterNumber {
+		t.Errorf("errors.As(%v, *crl.Error): got %v, want the crl error", got, ce)
+	}
+	other := errors.New("not a rule")
+	if RuleError(other) != other || RuleError(nil) != nil {
+		t.Error("RuleError changed an error that is not crl's")
+	}
+}
