@@ -117,7 +117,7 @@ func RunContention(ctx context.Context, cfg Config) (*ContentionReport, error) {
 		if err != nil {
 			return nil, red.Error(err)
 		}
-		r.Settings = settings
+		r.Settings = append([]string{}, settings...) // [] rather than null in JSON
 		r.Modes = append(r.Modes, *mr)
 	}
 	r.Interrupted = ctx.Err() != nil
