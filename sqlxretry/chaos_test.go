@@ -156,7 +156,8 @@ func runChaos(t *testing.T, e *engine, d time.Duration, groups []group) (map[str
 	attempts := map[string]*atomic.Int64{}
 	var wg sync.WaitGroup
 	for _, g := range groups {
-		attempts[g.name] = new(atomic.Int64)
+		n := new(atomic.Int64)
+		attempts[g.name] = n // before the workers start: they read only n
 		for _, order := range [][2]int{{1, 2}, {2, 1}} {
 			wg.Add(1)
 			go func() {
@@ -166,7 +167,7 @@ func runChaos(t *testing.T, e *engine, d time.Duration, groups []group) (map[str
 					// Each call has its own deadline past the run's, so a call
 					// is never cut short by the end of the run.
 					cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
-					err := g.run(cctx, v, order[0], order[1], attempts[g.name])
+					err := g.run(cctx, v, order[0], order[1], n)
 					ccancel()
 					mu.Lock()
 					told[g.name] = append(told[g.name], outcome{v, err})
