@@ -16,7 +16,16 @@ import (
 // last ran go mod tidy; and the modules of one workspace agree.
 func TestGoLinesDeclareALanguageVersion(t *testing.T) {
 	root := filepath.Join("..", "..", "..", "..")
-	files := []string{"go.mod", "go.work", filepath.Join("cmd", "sqlretry", "go.mod"), filepath.Join("bench", "go.mod")}
+	files := []string{"go.mod", "go.work", filepath.Join("cmd", "sqlretry", "go.mod")}
+	// bench/ and the integration modules beside the library (pgxretry/...).
+	more, err := filepath.Glob(filepath.Join(root, "*", "go.mod"))
+	if err != nil || len(more) == 0 {
+		t.Fatalf("no go.mod one level below the root: %v", err)
+	}
+	for _, m := range more {
+		rel, _ := filepath.Rel(root, m)
+		files = append(files, rel)
+	}
 	goLine := regexp.MustCompile(`(?m)^go (\S+)\s*$`)
 	versions := map[string]string{}
 	for _, f := range files {
