@@ -64,4 +64,42 @@ func TestBasics(t *testing.T) {
 	if !errors.Is(err, sqlretry.ErrNestedTx) {
 		t.Fatalf("nested: %v", err)
 	}
+
+	// fn that ends the transaction itself: what it committed cannot be
+	// undone, nor the transaction run again.
+	for i, end := range []func(ctx context.Context, tx pgx.Tx) error{
+		func(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) },
+		func(ctx context.Context, tx pgx.Tx) error { _, err := tx.Exec(ctx, "COMMIT"); return err },
+	} {
+		id := 10 + i
+		err = f.w.RunTx(ctx, sqlretry.Write("ends-itself", nil), pgx.TxOptions{}, func(ctx context.Context, tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "INSERT INTO items VALUES ($1, 'x')", id); err != nil {
+				return err
+			}
+			return end(ctx, tx)
+		})
+		if !errors.Is(err, sqlretry.ErrAmbiguous) {
+			t.Errorf("fn %d ended the transaction itself: %v, want ErrAmbiguous", i, err)
+		}
+	}
+	// A panic in fn rolls back, goes on, and gives the connection back.
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("the panic did not propagate")
+			}
+		}()
+		_ = f.w.RunTx(ctx, sqlretry.Write("panics", nil), pgx.TxOptions{}, func(ctx context.Context, tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "INSERT INTO items VALUES (20, 'p')"); err != nil {
+				return err
+			}
+			panic("in fn")
+		})
+	}()
+	if n := f.count(t, "SELECT count(*) FROM items WHERE id = 20"); n != 0 {
+		t.Errorf("the panicking transaction left %d rows", n)
+	}
+	if n := f.pool.Stat().AcquiredConns(); n != 0 {
+		t.Errorf("%d connections still acquired after the panic", n)
+	}
 }

@@ -142,7 +142,7 @@ func (t *txRun) body(ctx context.Context, c *pgxpool.Conn, tx pgx.Tx) (err error
 	finished := false
 	defer func() {
 		if !finished {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
+			_ = tx.Rollback(ctx)
 		}
 	}()
 	err = t.fn(ctx, tx)
