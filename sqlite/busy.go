@@ -30,15 +30,17 @@ import (
 // outage needs nor makes writers give up when the budget is low.
 //
 // Measured (TestBusyTimeoutMeasure, SQLRETRY_LONG=1: 6 writers, a pool of 8,
-// one WAL file, 15 s, read-then-write transactions): with 5 s and BEGIN
-// IMMEDIATE, 5 SQLITE_BUSY in 20,314 transactions, none failed, the least
-// served writer committed 789; with 5 s and BEGIN DEFERRED, 139
-// SQLITE_BUSY_SNAPSHOT retried, 1 call of 19,617 ran out of contention
-// retries, and the slowest call took 14.7 s of backoff; with no busy
-// timeout and BEGIN IMMEDIATE, one writer committed a single transaction
-// in 15 s and the slowest call waited 17.9 s. Under the old defaults
-// (3 retries drawn from the budget) BEGIN DEFERRED with a 5 s timeout
-// failed 200 calls and had 99 retries refused.
+// one WAL file, 15 s per cell, read-then-write transactions; two runs on a
+// shared 2-core machine): with 5 s and BEGIN IMMEDIATE, no call failed,
+// 5 SQLITE_BUSY surfaced in 12,000–20,000 transactions, the least served
+// writer committed 626–789 and the slowest call took 6 s. With 5 s and
+// BEGIN DEFERRED, 134–139 SQLITE_BUSY_SNAPSHOT were retried and 0–1 calls
+// ran out of contention retries, but the backoff left one writer with a
+// single commit in one run, and the slowest call took 15–17 s. With no
+// busy timeout, 3–4 calls failed, one writer committed once in 15 s and
+// the slowest call took 18–19 s. Under the old defaults (3 retries drawn
+// from the budget), 5 s with BEGIN DEFERRED failed 120–200 calls and had
+// 29–99 retries refused.
 //
 // Keep the busy timeout below Config.CommandTimeout, if one is set: a
 // command timeout that fires while SQLite waits for the lock is an attempt
