@@ -84,6 +84,9 @@ func (f *fixture) check(t *testing.T, ledger []entry) tally {
 			c.applied++
 		case refused:
 			c.refused++
+			if c.refused <= 3 {
+				t.Logf("call %d refused (%d rows): %v", e.id, n, e.err)
+			}
 		case ambiguous:
 			c.ambiguous++
 		}
