@@ -14,6 +14,7 @@ import (
 
 	"github.com/sqlretry/sqlretry"
 	"github.com/sqlretry/sqlretry/entretry"
+	"github.com/sqlretry/sqlretry/entretry/internal/testent"
 )
 
 // openEnt returns an ent driver over a sqlretry handle of e's database.
@@ -30,24 +31,15 @@ func openEnt(t *testing.T, e *engine, p *sqlretry.Policy) (*entsql.Driver, *sql.
 	return entsql.OpenDB(name, sdb), sdb
 }
 
-// body is the transaction in ent's idiom: statements built by ent's SQL
-// builder, run through the driver.
-func body(ctx context.Context, drv dialect.ExecQuerier, name string, v int64, first, second int, grp string) error {
-	b := entsql.Dialect(name)
-	bump := func(id int) error {
-		q, args := b.Update("k").Add("n", 1).Where(entsql.EQ("id", id)).Query()
-		var res sql.Result
-		return drv.Exec(ctx, q, args, &res)
-	}
-	if err := bump(first); err != nil {
+// body is the transaction in ent's idiom, on a generated client.
+func body(ctx context.Context, c *testent.Client, v int64, first, second int, grp string) error {
+	if err := c.K.UpdateOneID(first).AddN(1).Exec(ctx); err != nil {
 		return err
 	}
-	q, args := b.Insert("ledger").Columns("v", "grp").Values(v, grp).Query()
-	var res sql.Result
-	if err := drv.Exec(ctx, q, args, &res); err != nil {
+	if err := c.Ledger.Create().SetID(v).SetGrp(grp).Exec(ctx); err != nil {
 		return err
 	}
-	return bump(second)
+	return c.K.UpdateOneID(second).AddN(1).Exec(ctx)
 }
 
 // A transaction that ent opens on the driver fn got — client.Tx, or
@@ -59,22 +51,22 @@ func TestInnerTransaction(t *testing.T) {
 			schema(t, e)
 			p := e.policy(t)
 			drv, sdb := openEnt(t, e, p)
-			run := func(v int64, end func(dialect.Tx) error) error {
+			run := func(v int64, end func(*testent.Tx) error) error {
 				return entretry.RunTx(context.Background(), drv, p, sqlretry.Write("inner", nil), nil, func(ctx context.Context, d dialect.Driver) error {
-					tx, err := d.Tx(ctx)
+					tx, err := testent.NewClient(testent.Driver(d)).Tx(ctx)
 					if err != nil {
 						return err
 					}
-					if err := body(ctx, tx, d.Dialect(), v, 1, 2, "inner"); err != nil {
+					if err := body(ctx, tx.Client(), v, 1, 2, "inner"); err != nil {
 						return err
 					}
 					return end(tx)
 				})
 			}
-			if err := run(1, dialect.Tx.Commit); err != nil {
+			if err := run(1, (*testent.Tx).Commit); err != nil {
 				t.Fatalf("inner commit: %v", err)
 			}
-			if err := run(2, dialect.Tx.Rollback); !errors.Is(err, entretry.ErrRolledBack) {
+			if err := run(2, (*testent.Tx).Rollback); !errors.Is(err, entretry.ErrRolledBack) {
 				t.Fatalf("inner rollback: got %v, want ErrRolledBack", err)
 			}
 			var n int
@@ -90,8 +82,8 @@ func TestInnerTransaction(t *testing.T) {
 }
 
 // Under session kills and deadlocks: entretry.RunTx against ent's own
-// drv.Tx over the same sqlretry handle, and plain sqlretry.RunTx as the
-// baseline, in the same run.
+// client.Tx over the same sqlretry handle, and plain sqlretry.RunTx as the
+// baseline, in the same run; both ent groups use the generated client.
 func TestChaos(t *testing.T) {
 	for _, e := range engines(t) {
 		t.Run(e.name, func(t *testing.T) {
@@ -100,12 +92,12 @@ func TestChaos(t *testing.T) {
 			drv, sdb := openEnt(t, e, p)
 			groups := []group{
 				{"entretry.RunTx", helperCall(e, drv, sdb, p)},
-				{"ent drv.Tx", plainCall(drv)},
+				{"ent client.Tx", plainCall(testent.NewClient(testent.Driver(drv)))},
 				{"sqlretry.RunTx", baselineCall(e, sdb, p)},
 			}
 			res, kills := runChaos(t, e, chaosDuration(), groups)
 			for _, g := range groups {
-				t.Logf("%s %-15s %v (first failure: %v)", e.name, g.name, res[g.name], res[g.name].sample)
+				t.Logf("%s %-16s %v (first failure: %v)", e.name, g.name, res[g.name], res[g.name].sample)
 			}
 			t.Logf("%s: %d sessions killed; %+v", e.name, kills, p.Stats())
 			if kills == 0 {
@@ -122,19 +114,19 @@ func helperCall(e *engine, drv *entsql.Driver, sdb *sql.DB, p *sqlretry.Policy) 
 		verify := sqlretry.Exists(sdb, e.q(findValue), v)
 		return entretry.RunTx(ctx, drv, p, sqlretry.Write("ledger", verify), nil, func(ctx context.Context, tx dialect.Driver) error {
 			attempts.Add(1)
-			return body(ctx, tx, tx.Dialect(), v, first, second, "helper")
+			return body(ctx, testent.NewClient(testent.Driver(tx)), v, first, second, "helper")
 		})
 	}
 }
 
-func plainCall(drv *entsql.Driver) call {
+func plainCall(client *testent.Client) call {
 	return func(ctx context.Context, v int64, first, second int, attempts *atomic.Int64) error {
 		attempts.Add(1)
-		tx, err := drv.Tx(ctx)
+		tx, err := client.Tx(ctx)
 		if err != nil {
 			return err
 		}
-		if err := body(ctx, tx, drv.Dialect(), v, first, second, "plain"); err != nil {
+		if err := body(ctx, tx.Client(), v, first, second, "plain"); err != nil {
 			return errors.Join(err, tx.Rollback())
 		}
 		return tx.Commit()
