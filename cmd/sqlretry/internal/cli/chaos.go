@@ -128,7 +128,7 @@ func (o *chaosOpts) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.cfg.HotRows, "hot-rows", 0, fmt.Sprintf("contention: the rows each transaction picks its two from (default %d)", chaos.DefaultHotRows))
 	fs.StringVar(&o.engine, "engine", "", engine.Help(chaos.Engines...)+" (default: from --dsn, else sqlite)")
 	fs.StringVar(&o.cfg.DSN, "dsn", "", "the database: a PostgreSQL URL or key=value DSN, a go-sql-driver MySQL DSN, or an SQLite file to create")
-	fs.DurationVar(&o.cfg.Duration, "duration", 20*time.Second, "how long the workload runs")
+	fs.DurationVar(&o.cfg.Duration, "duration", 20*time.Second, "how long the workload runs (contention: under each policy)")
 	fs.IntVar(&o.cfg.Workers, "workers", 8, "concurrent workers")
 	fs.Float64Var(&o.faultRate, "fault-rate", 0.02, "probability that a statement or COMMIT gets a fault, shared by the kinds that apply (0: none)")
 	fs.StringVar(&o.kinds, "faults", "", "limit the random faults to these kinds, comma-separated: before_send, after_exec, applied_reply_lost, commit_not_applied, commit_applied_reply_lost, server_error, hang (default: all)")
