@@ -433,7 +433,17 @@ func (t *tx) rollbackInner() {
 	}
 }
 
-func (t *tx) Commit() error {
+func (t *tx) Commit() error { return t.end(OpCommit, t.aborted, t.inner.Commit) }
+
+// Rollback of a transaction a ServerError aborted succeeds: the fault
+// already rolled the inner one back.
+func (t *tx) Rollback() error { return t.end(OpRollback, nil, t.inner.Rollback) }
+
+// end runs the inner Commit or Rollback under the plan, and detaches t from
+// its connection. A transaction a ServerError aborted returns ifAborted
+// without a call; one a fault already ended answers driver.ErrBadConn. Only
+// a commit has an outcome for a fault after the call to replace.
+func (t *tx) end(op Op, ifAborted error, inner func() error) error {
 	c := t.conn
 	defer func() {
 		if c.tx == t {
@@ -441,9 +451,9 @@ func (t *tx) Commit() error {
 		}
 	}()
 	if t.aborted != nil {
-		return t.aborted
+		return ifAborted
 	}
-	cl := call{op: OpCommit, inTx: true}
+	cl := call{op: op, inTx: true}
 	post, err := c.pre(t.ctx, cl)
 	if err != nil {
 		return err
@@ -451,35 +461,13 @@ func (t *tx) Commit() error {
 	if t.innerDone { // a fault already ended it
 		return driver.ErrBadConn
 	}
-	c.plan.passed(OpCommit)
+	c.plan.passed(op)
 	t.innerDone = true
-	err = t.inner.Commit()
-	if post != nil {
+	err = inner()
+	if post != nil && op == OpCommit {
 		return c.post(post, cl)
 	}
 	return err
-}
-
-func (t *tx) Rollback() error {
-	c := t.conn
-	defer func() {
-		if c.tx == t {
-			c.tx = nil
-		}
-	}()
-	if t.aborted != nil {
-		return nil
-	}
-	cl := call{op: OpRollback, inTx: true}
-	if _, err := c.pre(t.ctx, cl); err != nil {
-		return err
-	}
-	if t.innerDone {
-		return driver.ErrBadConn
-	}
-	c.plan.passed(OpRollback)
-	t.innerDone = true
-	return t.inner.Rollback()
 }
 
 // stmt wraps one inner prepared statement.

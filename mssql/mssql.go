@@ -228,14 +228,12 @@ func retryableInAll(e error) (sr.Class, bool) {
 // the server's (what go-mssqldb reports), and [Entry].Network gives the
 // other reading.
 func Lookup(code string) (sr.Class, bool) {
-	n, err := parse(code)
-	if err != nil {
-		return sr.Class{Phase: sr.Unknown, Code: code, Reason: "malformed error number"}, false
-	}
-	if c, ok := lookupNumber(n); ok {
-		return codes.Tag(c, contention), true
-	}
-	return sr.Class{Phase: sr.NotApplied, Code: strconv.Itoa(int(n)), Reason: "error number not listed as transient: not retried"}, false
+	return codes.Lookup(code, parse, "error number", func(n int32) (sr.Class, bool) {
+		if c, ok := lookupNumber(n); ok {
+			return codes.Tag(c, contention), true
+		}
+		return sr.Class{Phase: sr.NotApplied, Code: strconv.Itoa(int(n)), Reason: "error number not listed as transient: not retried"}, false
+	})
 }
 
 // contention reports whether an error number is one of lock contention:

@@ -64,10 +64,8 @@ func classify(err error) (c sr.Class) {
 		if me.Number == 4031 && !strings.Contains(me.Message, interactionTimeoutText) {
 			return mariaDB4031
 		}
-		if c, ok := byNumber[me.Number]; ok {
-			return c
-		}
-		return unlisted(me.Number)
+		c, _ := verdict(me.Number)
+		return c
 	}
 	if errors.Is(err, gomysql.ErrInvalidConn) {
 		return invalidConn
@@ -97,12 +95,14 @@ func unlisted(n uint16) sr.Class {
 // it: ok is false when the number is not listed (it is then not retryable)
 // or malformed (see [ValidCode]).
 func Lookup(code string) (sr.Class, bool) {
-	n, err := parse(code)
-	if err != nil {
-		return sr.Class{Phase: sr.Unknown, Code: code, Reason: "malformed error number"}, false
-	}
+	return codes.Lookup(code, parse, "error number", verdict)
+}
+
+// verdict is the table's verdict on an error number (already tagged with
+// its Kind), or (false) the one on a number the table does not list.
+func verdict(n uint16) (sr.Class, bool) {
 	if c, ok := byNumber[n]; ok {
-		return codes.Tag(c, contention), true
+		return c, true
 	}
 	return unlisted(n), false
 }

@@ -158,18 +158,16 @@ func mattnCode(err error, pkg string) (int, bool) {
 // malformed (see [ValidCode]). An unlisted extended code is read as its
 // primary code, which counts as listed.
 func Lookup(code string) (sr.Class, bool) {
-	n, err := parse(code)
-	if err != nil {
-		return sr.Class{Phase: sr.Unknown, Code: code, Reason: "malformed result code"}, false
-	}
-	if c, ok := byNumber[n]; ok {
-		return codes.Tag(c, contention), true
-	}
-	if c, ok := byNumber[n&0xff]; ok {
-		c.Reason = "extended code " + itoa(n) + " read as its primary " + c.Code + ": " + c.Reason
-		return codes.Tag(c, contention), true
-	}
-	return byCode(n), false
+	return codes.Lookup(code, parse, "result code", func(n int) (sr.Class, bool) {
+		if c, ok := byNumber[n]; ok {
+			return codes.Tag(c, contention), true
+		}
+		if c, ok := byNumber[n&0xff]; ok {
+			c.Reason = "extended code " + itoa(n) + " read as its primary " + c.Code + ": " + c.Reason
+			return codes.Tag(c, contention), true
+		}
+		return byCode(n), false
+	})
 }
 
 // ValidCode reports why code is neither a result code number (0 to 65535)

@@ -94,3 +94,15 @@ func File[N comparable](byNumber map[N]sr.Class, n N, c sr.Class, contention fun
 	byNumber[n] = c
 	return c
 }
+
+// Lookup is an engine's Lookup of a bare code, as the command sees it: the
+// verdict find gives on the number parse reads (ok false when the table
+// does not list it), or, when parse refuses the code, a verdict that says
+// the code is malformed (what: "error number").
+func Lookup[N any](code string, parse func(string) (N, error), what string, find func(N) (sr.Class, bool)) (sr.Class, bool) {
+	n, err := parse(code)
+	if err != nil {
+		return sr.Class{Phase: sr.Unknown, Code: code, Reason: "malformed " + what}, false
+	}
+	return find(n)
+}

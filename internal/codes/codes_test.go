@@ -1,6 +1,8 @@
 package codes
 
 import (
+	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -52,4 +54,24 @@ func TestFile(t *testing.T) {
 		}
 	}()
 	File(byNumber, 1, sr.Class{}, contention, "x: number 1")
+}
+
+func TestLookup(t *testing.T) {
+	parse := func(code string) (int, error) {
+		if code == "bad" {
+			return 0, errors.New("bad")
+		}
+		return len(code), nil
+	}
+	find := func(n int) (sr.Class, bool) { return sr.Class{Code: strconv.Itoa(n)}, n == 3 }
+	if c, ok := Lookup("abc", parse, "error number", find); !ok || c.Code != "3" {
+		t.Errorf("Lookup(abc) = %+v, %v, want find's verdict on 3, true", c, ok)
+	}
+	if c, ok := Lookup("ab", parse, "error number", find); ok || c.Code != "2" {
+		t.Errorf("Lookup(ab) = %+v, %v, want find's verdict on 2, false", c, ok)
+	}
+	want := sr.Class{Phase: sr.Unknown, Code: "bad", Reason: "malformed error number"}
+	if c, ok := Lookup("bad", parse, "error number", find); ok || c != want {
+		t.Errorf("Lookup(bad) = %+v, %v, want %+v, false", c, ok, want)
+	}
 }

@@ -65,20 +65,11 @@ func (l *lexer) partMulti(t token) bool {
 	depth := 0
 	prev, prev2 := t, token{}
 	for {
-		n := l.next()
-		switch n.kind {
-		case tokEOF, tokInvalid:
+		n, ok := l.partToken(&depth)
+		if !ok {
 			return false
-		case tokPunct:
-			switch l.s[n.start] {
-			case ';':
-				return false
-			case '(':
-				depth++
-			case ')':
-				depth--
-			}
-		case tokWord:
+		}
+		if n.kind == tokWord {
 			if depth <= 0 && l.startsStatement(n, prev, prev2, &st) {
 				return true
 			}
@@ -91,6 +82,15 @@ func (l *lexer) partMulti(t token) bool {
 		}
 		prev2, prev = prev, n
 	}
+}
+
+// partToken reads the next token of the current part and moves *depth past
+// it; ok is false at the part's end: a ";" at any depth, the end of the
+// text, or a token that does not lex.
+func (l *lexer) partToken(depth *int) (t token, ok bool) {
+	t = l.next()
+	*depth += l.nesting(t)
+	return t, t.kind != tokEOF && t.kind != tokInvalid && !l.punct(t, ';')
 }
 
 // skipPart reads on past the ";" that ends the part t is in (t itself may
@@ -107,15 +107,8 @@ func (l *lexer) skipPart(t token) bool {
 func (l *lexer) explained() token {
 	depth := 0
 	for {
-		t := l.next()
-		switch {
-		case t.kind == tokEOF, t.kind == tokInvalid, l.punct(t, ';'):
-			return t
-		case l.punct(t, '('):
-			depth++
-		case l.punct(t, ')'):
-			depth--
-		case t.kind == tokWord && depth <= 0 && isStatementVerb(l, t):
+		t, ok := l.partToken(&depth)
+		if !ok || t.kind == tokWord && depth <= 0 && isStatementVerb(l, t) {
 			return t
 		}
 	}

@@ -490,19 +490,24 @@ func (l *lexer) skipBalanced() bool {
 	depth := 1
 	for depth > 0 {
 		t := l.next()
-		switch t.kind {
-		case tokEOF, tokInvalid:
+		if t.kind == tokEOF || t.kind == tokInvalid {
 			return false
-		case tokPunct:
-			switch l.s[t.start] {
-			case '(':
-				depth++
-			case ')':
-				depth--
-			}
 		}
+		depth += l.nesting(t)
 	}
 	return true
+}
+
+// nesting is how token t moves the parenthesis depth: +1 for "(", -1 for
+// ")", 0 for anything else. Every walk that tracks the depth uses it.
+func (l *lexer) nesting(t token) int {
+	switch {
+	case l.punct(t, '('):
+		return 1
+	case l.punct(t, ')'):
+		return -1
+	}
+	return 0
 }
 
 // skipCTEs skips the CTE list after WITH and returns the main statement's

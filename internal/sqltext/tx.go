@@ -370,12 +370,7 @@ func (l *lexer) assignment() (name token, value []token, global bool, end token)
 			if (c == ';' || c == ',') && depth == 0 {
 				break
 			}
-			switch c {
-			case '(':
-				depth++
-			case ')':
-				depth--
-			}
+			depth += l.nesting(n)
 			if !inValue && (c == '=' || c == ':') {
 				inValue = inValue || c == '='
 				continue
@@ -498,18 +493,9 @@ func forEachStatement(text string, fn func(l *lexer, first token)) (stray bool) 
 			if n.kind == tokWord && l.isAny(n, txWords[:txStray]...) {
 				stray = true
 			}
-			if n.kind != tokPunct {
-				continue
-			}
-			switch l.s[n.start] {
-			case '(':
-				depth++
-			case ')':
-				depth--
-			case ';':
-				if depth <= 0 {
-					goto next
-				}
+			depth += l.nesting(n)
+			if l.punct(n, ';') && depth <= 0 {
+				goto next
 			}
 		}
 	next:
