@@ -31,5 +31,23 @@
 // An extended code that is not listed is read as its primary code
 // (code & 0xff); a primary code that is not listed is not retryable.
 //
+// # Several writers on one file
+//
+// Set a busy timeout in the DSN, so every connection the pool opens has it,
+// and start write transactions with BEGIN IMMEDIATE (_txlock=immediate):
+//
+//	dsn := sqlite.DSNWithBusyTimeout("file:app.db?_pragma=journal_mode(WAL)&_txlock=immediate", sqlite.BusyTimeout)
+//
+// [BusyTimeout] says why, with the measurements behind it. The contention
+// that surfaces anyway (SQLITE_BUSY, SQLITE_BUSY_SNAPSHOT, SQLITE_LOCKED) is
+// retried under Config.ContentionRetries and draws nothing from the retry
+// budget.
+//
+// # Settling an unknown COMMIT
+//
+// [MarkerVerifier] settles a COMMIT whose outcome is unknown (a commit hook
+// that failed, a driver that lost the reply) for sqlretry.RunTx with a
+// marker row written in the transaction.
+//
 // Classifiers are stateless and safe for concurrent use.
 package sqlite
