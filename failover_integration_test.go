@@ -65,6 +65,7 @@ type failoverCounts struct {
 	LostAcked                                    int // told success by the old primary's COMMIT, absent (async only)
 	Wrong                                        int // a verdict or an outcome the new primary contradicts
 	Answers                                      verifierAnswers
+	FailedErrs                                   []string // the first few errors of failed calls, for the log
 }
 
 func (c *failoverCounts) add(o failoverCounts) {
@@ -78,6 +79,7 @@ func (c *failoverCounts) add(o failoverCounts) {
 	c.Answers.Applied += o.Answers.Applied
 	c.Answers.NotApplied += o.Answers.NotApplied
 	c.Answers.Errors += o.Answers.Errors
+	c.FailedErrs = append(c.FailedErrs, o.FailedErrs...)
 }
 
 func (c failoverCounts) String() string {
@@ -257,6 +259,9 @@ func tally(rig failoverRig, results []callResult, rows map[int64]int, seen *verd
 			c.Ambiguous++
 		default:
 			c.Failed++
+			if len(c.FailedErrs) < 3 {
+				c.FailedErrs = append(c.FailedErrs, r.err.Error())
+			}
 			if n > 0 {
 				wrong(r, n, "told it failed, row present")
 			}
@@ -298,6 +303,9 @@ func runFailoverCase(t *testing.T, tc failoverCase, newRig func(t *testing.T) fa
 			rig := newRig(t)
 			c = runFailover(t, rig, tc.make(), classifier, report)
 			t.Logf("%s: %v", tc.name, c)
+			for _, e := range c.FailedErrs {
+				t.Logf("a failed call: %s", e)
+			}
 			if !rig.ackedMayBeLost && c.LostAcked > 0 {
 				report("%d COMMITs acknowledged under synchronous replication are missing from the new primary", c.LostAcked)
 			}
@@ -461,6 +469,11 @@ func TestFailoverPostgresAsyncLagging(t *testing.T) { testFailoverPostgres(t, pg
 // every COMMIT waits for it when the primary stops.
 func TestFailoverPostgresSync(t *testing.T) { testFailoverPostgres(t, pgMode{sync: true, lag: true}) }
 
+// TestFailoverPostgresSyncStreaming: a synchronous standby that follows: a
+// COMMIT in flight when the primary stops may be on the standby already,
+// its reply lost: the verdict "applied" is the one at stake.
+func TestFailoverPostgresSyncStreaming(t *testing.T) { testFailoverPostgres(t, pgMode{sync: true}) }
+
 // switchConnector dials whichever server it points at now: the test points
 // it at the replica once that is promoted, as a proxy or a DNS name would
 // move a pool.
@@ -552,4 +565,11 @@ func TestFailoverMariaDBAsyncLagging(t *testing.T) { testFailoverMariaDB(t, myMo
 // receiving: every COMMIT waits for it when the primary dies.
 func TestFailoverMariaDBSemiSync(t *testing.T) {
 	testFailoverMariaDB(t, myMode{semiSync: true, lag: true})
+}
+
+// TestFailoverMariaDBSemiSyncStreaming: a semi-synchronous replica that
+// follows: a COMMIT in flight when the primary dies may be in its relay log
+// already.
+func TestFailoverMariaDBSemiSyncStreaming(t *testing.T) {
+	testFailoverMariaDB(t, myMode{semiSync: true})
 }
