@@ -66,6 +66,18 @@ func TestCommitVerifierSyncStandby(t *testing.T) {
 	}
 
 	// The proof: the promoted standby lacks it.
+	promoted := promoteWithout(t, ctx, r, 2)
+	// Even the transaction the standby has gets no answer from it once
+	// promoted: a new timeline.
+	if ok, err := v.Committed(ctx, promoted, first); ok || !errors.Is(err, ErrHistoryChanged) {
+		t.Errorf("asked on the promoted standby: got %v, %v; want false, ErrHistoryChanged", ok, err)
+	}
+}
+
+// promoteWithout stops the primary at once, promotes the standby, checks
+// that it lacks the row of value in t, and returns a pool on it.
+func promoteWithout(t *testing.T, ctx context.Context, r *dbtest.PostgresReplica, value int) *sql.DB {
+	t.Helper()
 	if err := r.Primary.StopImmediate(); err != nil {
 		t.Fatal(err)
 	}
@@ -76,19 +88,15 @@ func TestCommitVerifierSyncStandby(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer promoted.Close()
+	t.Cleanup(func() { promoted.Close() })
 	var n int
-	if err := promoted.QueryRowContext(ctx, "SELECT count(*) FROM t WHERE v = 2").Scan(&n); err != nil {
+	if err := promoted.QueryRowContext(ctx, "SELECT count(*) FROM t WHERE v = $1", value).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 0 {
 		t.Fatalf("the promoted standby holds the row written while it did not receive (%d rows): the test proves nothing", n)
 	}
-	// Even the transaction the standby has gets no answer from it once
-	// promoted: a new timeline.
-	if ok, err := v.Committed(ctx, promoted, first); ok || !errors.Is(err, ErrHistoryChanged) {
-		t.Errorf("asked on the promoted standby: got %v, %v; want false, ErrHistoryChanged", ok, err)
-	}
+	return promoted
 }
 
 // markedInsert opens a transaction on db, inserts value and marks it.
