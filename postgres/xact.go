@@ -93,7 +93,8 @@ var (
 // The zero value is ready to use and safe for concurrent use.
 type CommitVerifier struct {
 	// MaxWait bounds how long Committed waits for a transaction that is
-	// still in progress. If 0, 5 s.
+	// still in progress, and then, where the server has synchronous
+	// standbys, how long it waits for them to confirm it. If 0, 5 s.
 	MaxWait time.Duration
 	// Interval is the first pause between two questions; it doubles after
 	// each. If 0, 20 ms.
@@ -208,7 +209,7 @@ func (v CommitVerifier) Committed(ctx context.Context, db *sql.DB, mark string) 
 		if committed && syncStandbys {
 			// A COMMIT whose wait for the standbys was cancelled commits
 			// on the primary alone: wait until they have it too.
-			if err := syncBarrier(ctx, db, maxWait-waited); err != nil {
+			if err := syncBarrier(ctx, db, maxWait); err != nil {
 				return false, err
 			}
 			return true, nil
