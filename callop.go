@@ -57,14 +57,44 @@ func WithOp(ctx context.Context, op Op) context.Context {
 // takeOp returns the Op attached to ctx if in is the first write made with
 // it, or nil.
 func takeOp(ctx context.Context, in sqltext.Info) *Op {
-	if !opsAttached.Load() || in.ReadOnly {
+	if in.ReadOnly {
 		return nil
+	}
+	op, ok := TakeOp(ctx)
+	if !ok {
+		return nil
+	}
+	return &op
+}
+
+// HasOp reports whether ctx carries an Op attached with [WithOp] that no
+// write has used yet. It costs one atomic load while no WithOp was ever
+// made. With [TakeOp] it lets a package that runs statements outside
+// database/sql (pgxretry) honour WithOp: it reads a statement's text only
+// when HasOp says there is an Op to give it.
+func HasOp(ctx context.Context) bool {
+	if !opsAttached.Load() {
+		return false
 	}
 	a, ok := ctx.Value(opKey{}).(*attached)
-	if !ok || !a.used.CompareAndSwap(false, true) {
-		return nil
+	return ok && !a.used.Load()
+}
+
+// TakeOp returns the Op attached to ctx with [WithOp] and marks it used, if
+// no write has used it yet; ok is false otherwise. Call it only for a
+// statement that is not read-only (the Op belongs to the first write): it
+// is for packages that run statements outside database/sql, as the
+// [Connector] does for its own. Of two goroutines sharing ctx, one gets the
+// Op.
+func TakeOp(ctx context.Context) (op Op, ok bool) {
+	if !opsAttached.Load() {
+		return Op{}, false
 	}
-	return &a.op
+	a, found := ctx.Value(opKey{}).(*attached)
+	if !found || !a.used.CompareAndSwap(false, true) {
+		return Op{}, false
+	}
+	return a.op, true
 }
 
 // attachedOp revises the Connector's op for a statement with the Op the

@@ -92,7 +92,7 @@ func TestAmbiguousExec(t *testing.T) {
 		id := int64(200 + i)
 		ctx := context.Background()
 		if attach {
-			ctx = pgxretry.WithOp(ctx, sqlretry.Write("cut-exec", f.exists(id)))
+			ctx = sqlretry.WithOp(ctx, sqlretry.Write("cut-exec", f.exists(id)))
 		}
 		if err := px.SetFault(proxy.Fault{Mode: proxy.CutAfterCommit}); err != nil {
 			t.Fatal(err)

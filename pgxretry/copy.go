@@ -16,7 +16,7 @@ import (
 // proves nothing was applied and rowSrc was not read yet (the connection
 // could not be acquired, say). Any other failure proving nothing applied
 // is returned as it is; one of unknown outcome (after the end of the data
-// was sent) is settled by an Op attached with [WithOp] (its verify finding
+// was sent) is settled by an Op attached with [sqlretry.WithOp] (its verify finding
 // it not applied returns the failure), else it ends in an error matching
 // sqlretry.ErrAmbiguous.
 func (w *Pool) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, rowSrc pgx.CopyFromSource) (int64, error) {

@@ -25,7 +25,7 @@
 //     survived;
 //   - a write of unknown outcome (the connection was lost after the send, a
 //     command timeout, a session that ended in reply) ends in an error
-//     matching sqlretry.ErrAmbiguous, unless an Op attached with [WithOp]
+//     matching sqlretry.ErrAmbiguous, unless an Op attached with [sqlretry.WithOp]
 //     settles it by its Verify, or is Idempotent;
 //   - a text of several statements, opaque code (CALL, DO) or transaction
 //     control is a write whose failure is of unknown outcome unless nothing

@@ -37,7 +37,7 @@ func ExampleNew() {
 	// A write: replayed only when it provably did not apply. An attached
 	// Op's verify settles a failure of unknown outcome.
 	key := sqlretry.NewKey()
-	ctx = pgxretry.WithOp(ctx, sqlretry.Write("create-task", func(ctx context.Context) (bool, error) {
+	ctx = sqlretry.WithOp(ctx, sqlretry.Write("create-task", func(ctx context.Context) (bool, error) {
 		var n int
 		err := pool.QueryRow(ctx, "SELECT count(*) FROM tasks WHERE idem_key = $1", key).Scan(&n)
 		return n > 0, err

@@ -79,7 +79,7 @@ func TestIdleSessionKilled(t *testing.T) {
 			return err
 		}},
 		{"Exec write with a verify", 1, nil, func(ctx context.Context, id int64) error {
-			_, err := f.w.Exec(pgxretry.WithOp(ctx, sqlretry.Write("insert", f.exists(id))), insertItem, id, "exec")
+			_, err := f.w.Exec(sqlretry.WithOp(ctx, sqlretry.Write("insert", f.exists(id))), insertItem, id, "exec")
 			return err
 		}},
 		{"batch of writes", 2, sqlretry.ErrAmbiguous, func(ctx context.Context, id int64) error {

@@ -40,7 +40,7 @@ var (
 )
 
 // opFor returns the Op of one statement: op, or the Op the caller attached
-// with [WithOp] if sql is the first write made with ctx. A Verify of the
+// with [sqlretry.WithOp] if sql is the first write made with ctx. A Verify of the
 // caller's is called only after the session of the failed attempt was
 // ended on the server and confirmed gone: the attempt notes it in the
 // session returned, which is nil (nothing to note) without an attached Op.
@@ -152,7 +152,7 @@ func (w *Pool) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) 
 // any transient failure; a write only when the failure proves it was not
 // applied (nothing was sent, or the server's error ended it), and after a
 // failure of unknown outcome the call ends in an error matching
-// sqlretry.ErrAmbiguous, unless an Op attached with [WithOp] settles it.
+// sqlretry.ErrAmbiguous, unless an Op attached with [sqlretry.WithOp] settles it.
 func (w *Pool) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	var tag pgconn.CommandTag
 	op, s := w.opFor(ctx, execOp, sql)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/sqlretry/sqlretry"
-	"github.com/sqlretry/sqlretry/pgxretry"
 )
 
 // outcome is what a call was told.
@@ -178,7 +177,7 @@ func (f *fixture) call(q *Queries, id int64) (entry, error) {
 	var err error
 	switch id % 6 {
 	case 0: // :exec, settled by an attached verify
-		err = q.InsertItem(pgxretry.WithOp(ctx, sqlretry.Write("insert", f.exists(id))), id, "exec")
+		err = q.InsertItem(sqlretry.WithOp(ctx, sqlretry.Write("insert", f.exists(id))), id, "exec")
 	case 1: // :one INSERT … RETURNING, no verify
 		_, err = q.CreateItem(ctx, id, "one")
 	case 2: // RunTx, settled by pg_xact_status
