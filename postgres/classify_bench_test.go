@@ -1,0 +1,93 @@
+package postgres
+
+import (
+	"context"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/lib/pq"
+
+	sr "github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/internal/errsample"
+)
+
+// transportError has the shape of pgconn's unexported pgconnError, which
+// carries every I/O failure of an established connection: a message, the
+// net error, and whether anything was sent.
+type transportError struct {
+	msg  string
+	err  error
+	safe bool
+}
+
+func (e *transportError) Error() string     { return e.msg + ": " + e.err.Error() }
+func (e *transportError) SafeToRetry() bool { return e.safe }
+func (e *transportError) Unwrap() error     { return e.err }
+
+var outerError = errsample.Wrapper{Name: "sqlretry.Error", Wrap: func(err error) error {
+	return &sr.Error{Op: "load", Attempts: 2, Err: err, Cause: sr.ErrRetriesExhausted}
+}}
+
+// realConnectError is a real *pgconn.ConnectError: a dial refused by a closed
+// port.
+func realConnectError(tb testing.TB) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = pgconn.Connect(ctx, "postgres://u@"+addr+"/db?sslmode=disable&connect_timeout=5")
+	if _, ok := err.(*pgconn.ConnectError); !ok {
+		tb.Fatalf("setup: got %T %v, want a *pgconn.ConnectError", err, err)
+	}
+	return err
+}
+
+// practice is every error of practice the PostgreSQL classifiers meet:
+// pgx's and lib/pq's server errors, pgconn's transport errors, and the
+// engine-neutral ones, each bare and wrapped.
+func practice(tb testing.TB) []errsample.Case {
+	reset := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+	engine := []errsample.Case{
+		{Name: "pgx-40001", Err: &pgconn.PgError{Severity: "ERROR", Code: "40001", Message: "could not serialize access"}},
+		{Name: "pgx-40P01", Err: &pgconn.PgError{Severity: "ERROR", Code: "40P01", Message: "deadlock detected"}},
+		{Name: "pgx-57P01", Err: &pgconn.PgError{Severity: "FATAL", Code: "57P01", Message: "terminating connection due to administrator command"}},
+		{Name: "pgx-53300", Err: &pgconn.PgError{Severity: "FATAL", Code: "53300", Message: "too many connections"}},
+		{Name: "pgx-08006", Err: &pgconn.PgError{Severity: "FATAL", Code: "08006"}},
+		{Name: "pgx-23505", Err: &pgconn.PgError{Severity: "ERROR", Code: "23505", Message: "duplicate key"}},
+		{Name: "pgx-42P01", Err: &pgconn.PgError{Severity: "ERROR", Code: "42P01", Message: "relation does not exist"}},
+		{Name: "pq-40001", Err: &pq.Error{Code: "40001"}},
+		{Name: "pgconn-connect", Err: realConnectError(tb)},
+		{Name: "pgconn-reset", Err: &transportError{"failed to receive message", reset, false}},
+		{Name: "pgconn-write-safe", Err: &transportError{"failed to write startup message", reset, true}},
+		{Name: "pgconn-closed", Err: &transportError{"", pgconn.ErrConnClosed, false}},
+	}
+	return errsample.Wrapped(append(engine, errsample.Neutral()...), outerError)
+}
+
+var classSink sr.Class
+
+// BenchmarkClassifyPractice measures each PostgreSQL classifier on every
+// error of practice. Issue 20: each at most 100 ns and no allocation.
+func BenchmarkClassifyPractice(b *testing.B) {
+	for _, cl := range []struct {
+		name     string
+		classify func(error) sr.Class
+	}{{"pg", Classify}, {"crdb", ClassifyCockroach}, {"libpq", ClassifyLibPQ}} {
+		for _, c := range practice(b) {
+			b.Run(cl.name+"/"+c.Name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					classSink = cl.classify(c.Err)
+				}
+			})
+		}
+	}
+}
