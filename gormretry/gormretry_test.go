@@ -293,3 +293,19 @@ func baselineCall(e *engine, db *sql.DB, p *sqlretry.Policy) call {
 		})
 	}
 }
+
+// With PrepareStmt, gorm's pool is a *gorm.PreparedStmtDB: Transaction
+// still finds the *sql.DB, and runs the transaction's statements
+// unprepared.
+func TestPrepareStmt(t *testing.T) {
+	e := postgresOnly(t)
+	p := e.policy(t)
+	gdb, _ := openGorm(t, e, p, gorm.Config{PrepareStmt: true})
+	err := gormretry.Transaction(context.Background(), gdb, p, sqlretry.Write("prepared", nil), func(tx *gorm.DB) error {
+		return body(tx, 1, 1, 2, "prepared")
+	})
+	var n int64
+	if err != nil || gdb.Model(&Ledger{}).Count(&n).Error != nil || n != 1 {
+		t.Fatalf("Transaction with PrepareStmt: %v, ledger has %d rows; want nil and 1", err, n)
+	}
+}
