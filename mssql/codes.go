@@ -6,19 +6,18 @@ import (
 	sr "github.com/sqlretry/sqlretry"
 )
 
-// Sources cited by the table. Section numbers point into the project's
-// reference notes (shared/reference/sql-errors.md), which quote each source
-// at the commit named.
+// Sources cited by the table: public code at the commit or version read,
+// and Microsoft's documentation.
 const (
-	srcEFCore         = "EF Core SqlServerTransientExceptionDetector.ShouldRetryOn, dotnet/efcore@ecd0ba4c (sql-errors.md §2.1)"
-	srcSqlClient      = "Microsoft.Data.SqlClient SqlConfigurableRetryFactory.BaselineTransientErrors, dotnet/SqlClient@c16adb7a (sql-errors.md §2.2)"
-	srcSqlClientLogin = "Microsoft.Data.SqlClient SqlConnectionInternal.s_transientErrors, login retry (sql-errors.md §2.3)"
-	srcJDBC           = "mssql-jdbc SQLServerError.TransientError, microsoft/mssql-jdbc@34285fd7; seed 003 built-in connection list (sql-errors.md §2.4)"
-	srcSeed000        = "seed 000: the job queue's SqlRetryPolicy transient list (1205, -2, 4060, 40197, 40501, 40613)"
-	srcPermanent      = "MicrosoftDocs/sql-docs database-engine-events-and-errors; EntityFramework.Exceptions; r2dbc-mssql ExceptionFactory (sql-errors.md §7.2, §2.6)"
-	srcDriver         = "go-mssqldb v1.11.2 mssql.go checkServerAbortedTransaction (sql-errors.md §2.7)"
+	srcEFCore         = "EF Core SqlServerTransientExceptionDetector.ShouldRetryOn, dotnet/efcore@ecd0ba4c"
+	srcSqlClient      = "Microsoft.Data.SqlClient SqlConfigurableRetryFactory.BaselineTransientErrors, dotnet/SqlClient@c16adb7a (https://learn.microsoft.com/sql/connect/ado-net/configurable-retry-logic-sqlclient-introduction)"
+	srcSqlClientLogin = "Microsoft.Data.SqlClient SqlConnectionInternal.s_transientErrors, login retry, dotnet/SqlClient@c16adb7a"
+	srcJDBC           = "mssql-jdbc SQLServerError.TransientError, microsoft/mssql-jdbc@34285fd7: the JDBC driver's built-in connection list (https://learn.microsoft.com/sql/connect/jdbc/configurable-retry-logic)"
+	srcClientTimeout  = "Microsoft.Data.SqlClient TdsEnums.TIMEOUT_EXPIRED (-2), the number of the SqlException a client command timeout raises, dotnet/SqlClient"
+	srcPermanent      = "SQL Server Database Engine errors (https://learn.microsoft.com/sql/relational-databases/errors-events/database-engine-events-and-errors); Giorgi/EntityFramework.Exceptions; r2dbc/r2dbc-mssql ExceptionFactory"
+	srcDriver         = "go-mssqldb v1.11.2 mssql.go checkServerAbortedTransaction"
 	// srcSNI backs the class gate on the client-side network numbers.
-	srcSNI = "Microsoft.Data.SqlClient TdsParser.ProcessSNIError: the SNI or Win32 native error becomes SqlError.Number at class 20 (TdsEnums.FATAL_ERROR_CLASS), dotnet/SqlClient; go-mssqldb reports only server ERROR tokens as mssql.Error (token.go parseError72) (classification-vs-peers.md §2.2, §2.3)"
+	srcSNI = "Microsoft.Data.SqlClient TdsParser.ProcessSNIError: the SNI or Win32 native error becomes SqlError.Number at class 20 (TdsEnums.FATAL_ERROR_CLASS), dotnet/SqlClient; go-mssqldb reports only server ERROR tokens as mssql.Error (token.go parseError72)"
 	// srcCatalogue0, srcCatalogue10000 and srcCatalogue11000 are the server
 	// messages (sys.messages) with the same numbers.
 	srcCatalogue0     = "MicrosoftDocs/sql-docs docs/relational-databases/errors-events/includes/database-engine-events-and-errors-0-999.md"
@@ -97,8 +96,7 @@ type block struct {
 // minDelay holds the waits the server asks for.
 var minDelay = map[int32]time.Duration{
 	// 40501 "The service is currently busy. Retry the request after 10
-	// seconds." (message in EF Core's list, §2.1; seed 003's timing table:
-	// "the recommended minimum is a 10-second backoff").
+	// seconds." (the server's message; the number is in EF Core's list).
 	40501: 10 * time.Second,
 }
 
@@ -278,8 +276,8 @@ var blocks = []block{
 		{10929, sr.NotApplied, "minimum guarantee exceeded and the server is too busy: the request was refused"},
 		{10928, sr.NotApplied, "resource ID limit for the database reached (sessions, workers): the request was refused"},
 	}},
-	// In every list, seed 000's included.
-	{true, []string{srcEFCore, srcSqlClient, srcSqlClientLogin, srcJDBC, srcSeed000}, []row{
+	// In every list.
+	{true, []string{srcEFCore, srcSqlClient, srcSqlClientLogin, srcJDBC}, []row{
 		{40613, sr.NotSent, "database not currently available (failover or scaling): refused at connect, nothing ran"},
 		{40501, sr.NotApplied, "the service is currently busy: retry the request after 10 seconds"},
 		{40197, sr.Unknown, "the service has encountered an error processing your request (failover or upgrade): a request in flight may have been applied"},
@@ -290,13 +288,13 @@ var blocks = []block{
 		{1222, sr.NotApplied, "lock request time out period exceeded: the statement was aborted (the transaction survives unless XACT_ABORT is ON); re-run the whole transaction"},
 		{1204, sr.NotApplied, "cannot obtain a LOCK resource at this time: the statement failed; rerun when there are fewer active users"},
 	}},
-	// In EF Core's, SqlClient's baseline and seed 000's lists.
-	{true, []string{srcEFCore, srcSqlClient, srcSeed000}, []row{
+	// In EF Core's and SqlClient's baseline lists.
+	{true, []string{srcEFCore, srcSqlClient}, []row{
 		{1205, sr.NotApplied, "deadlock victim: the server rolled the whole transaction back; re-run it whole"},
 	}},
-	// Only in seed 000: SqlClient's client timeout. EF Core leaves it out
-	// because the operation may have completed; retryable here, as unknown.
-	{true, []string{srcSeed000}, []row{
+	// SqlClient's client command timeout. EF Core leaves it out because the
+	// operation may have completed; retryable here, as unknown.
+	{true, []string{srcClientTimeout}, []row{
 		{-2, sr.Unknown, "client command timeout (SqlClient -2): the statement may have completed, as EF Core warns; verify before replaying a write"},
 	}},
 	// 40197's embedded failover codes: SqlClient (.NET Framework) login list
@@ -306,9 +304,10 @@ var blocks = []block{
 		{40166, sr.Unknown, "failover code reported in 40197's error-code slot, sometimes as the number itself: treated as 40197"},
 	}},
 
-	// Never retryable (sql-errors.md §7.2 and r2dbc-mssql's BadGrammar and
-	// DataIntegrityViolation lists, §2.6). DESIGN rule 3 names 102, 207, 208,
-	// 229, 515, 547, 2627, 2601 and 8152.
+	// Never retryable (the Database Engine errors catalogue and r2dbc-mssql's
+	// BadGrammar and DataIntegrityViolation lists): syntax, schema,
+	// permission, constraint and data errors such as 102, 207, 208, 229, 515,
+	// 547, 2627, 2601 and 8152.
 	{false, []string{srcPermanent}, []row{
 		{102, sr.NotApplied, "incorrect syntax"},
 		{156, sr.NotApplied, "incorrect syntax near a keyword"},

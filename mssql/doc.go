@@ -15,9 +15,8 @@
 // Retryable: the union of EF Core's SqlServerTransientExceptionDetector (176
 // numbers, 203 included although EF Core retries it only with a Win32 inner
 // exception), SqlClient's BaselineTransientErrors and login list, the JDBC
-// driver's built-in connection list (seed 003, which adds 40020 and 40166),
-// and the job queue's list (seed 000, which adds -2): 179 numbers, each with
-// a phase.
+// driver's built-in connection list (which adds 40020 and 40166), and -2,
+// SqlClient's client command timeout: 179 numbers, each with a phase.
 //
 //   - Login-phase numbers (4060, 40613, 4221, 42108, 42109, 18401, ...) are
 //     not sent: nothing ran.

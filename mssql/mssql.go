@@ -168,8 +168,8 @@ func lookupNumber(n int32) (sr.Class, bool) {
 }
 
 // bySeverity judges an unlisted number by the TDS class (severity) it came
-// with (sql-errors.md §2.6: r2dbc-mssql's fallback and the Database Engine
-// error severities page).
+// with (r2dbc-mssql's fallback, and the Database Engine error severities
+// page: https://learn.microsoft.com/sql/relational-databases/errors-events/database-engine-error-severities).
 func bySeverity(n int32, sev uint8) sr.Class {
 	code := strconv.Itoa(int(n))
 	switch {

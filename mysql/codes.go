@@ -4,17 +4,17 @@ import (
 	sr "github.com/sqlretry/sqlretry"
 )
 
-// Sources cited by the table. Section numbers point into the project's
-// reference notes (shared/reference/sql-errors.md), which quote each source.
+// Sources cited by the table: the MySQL and MariaDB manuals and error
+// references, and public code at the commit or version read.
 const (
-	srcMySqlConnector = "MySqlConnector MySqlException.IsTransient, mysql-net/MySqlConnector@61366757 (sql-errors.md §4.1)"
-	srcInnoDB         = "MySQL manual, InnoDB Error Handling, 8.4/9.x (sql-errors.md §4.4)"
-	srcSuggested      = "MySqlConnector MySqlErrorCode.g.cs names; suggested extras, sql-errors.md §4.3 and §8.5"
-	srcConnLoss       = "connection-loss codes, sql-errors.md §4.3 and §8.5 (MySqlConnector MySqlErrorCode.g.cs; 1927 MariaDB; 2006/2013 libmysqlclient client codes)"
-	srcReadOnly       = "go-sql-driver/mysql v1.10.1 packets.go rejectReadOnly and README (sql-errors.md §4.2)"
-	srcTimeouts       = "sql-errors.md §4.3: 1317, 3024, 1969 are not transient by default"
-	srcPermanent      = "sql-errors.md §7.3 (MySqlConnector MySqlErrorCode.g.cs; EntityFramework.Exceptions)"
-	srcIdleTimeout    = "MySQL 8.0.24+ ER_CLIENT_INTERACTION_TIMEOUT: sql-common/net_serv.cc sets it when the wait for a command's first packet times out, and the server sends it in place of a reply and closes (mysql/mysql-server); classification-vs-peers.md §5.3"
+	srcMySqlConnector = "MySqlConnector MySqlException.IsTransient, mysql-net/MySqlConnector@61366757"
+	srcInnoDB         = "MySQL manual, InnoDB Error Handling (https://dev.mysql.com/doc/refman/8.4/en/innodb-error-handling.html)"
+	srcSuggested      = "MySQL server error reference (https://dev.mysql.com/doc/mysql-errors/8.4/en/server-error-reference.html); MariaDB error codes (https://mariadb.com/kb/en/mariadb-error-codes/); names as in MySqlConnector MySqlErrorCode.g.cs"
+	srcConnLoss       = "connection-loss codes: MySQL server and client error references (https://dev.mysql.com/doc/mysql-errors/8.4/en/server-error-reference.html, https://dev.mysql.com/doc/mysql-errors/8.4/en/client-error-reference.html: 2006, 2013); 1927 in MariaDB error codes (https://mariadb.com/kb/en/mariadb-error-codes/)"
+	srcReadOnly       = "go-sql-driver/mysql v1.10.1 packets.go rejectReadOnly and README"
+	srcTimeouts       = "MySQL server error reference (1317 ER_QUERY_INTERRUPTED, 3024 ER_QUERY_TIMEOUT) and MariaDB error codes (1969 ER_STATEMENT_TIMEOUT): a statement stopped on purpose, not transient by default"
+	srcPermanent      = "MySQL server error reference (https://dev.mysql.com/doc/mysql-errors/8.4/en/server-error-reference.html); MySqlConnector MySqlErrorCode.g.cs; Giorgi/EntityFramework.Exceptions"
+	srcIdleTimeout    = "MySQL 8.0.24+ ER_CLIENT_INTERACTION_TIMEOUT: sql-common/net_serv.cc sets it when the wait for a command's first packet times out, and the server sends it in place of a reply and closes (mysql/mysql-server)"
 	srcMariaDB4031    = "MariaDB 10.2+ sql/share/errmsg-utf8.txt ER_REFERENCED_TRG_DOES_NOT_EXIST = 4031, raised by sql_trigger.cc for CREATE TRIGGER ... FOLLOWS/PRECEDES a missing trigger (MariaDB/server; mysql-test lib/My constants \"end of 10.2 errors\")"
 	srcInitConnect    = "MariaDB and MySQL sql/sql_connect.cc prepare_new_connection_state: when init_connect fails the server reads the client's first command, does not run it, answers ER_NEW_ABORTING_CONNECTION (\"init_connect command failed\") and ends the session"
 )

@@ -4,19 +4,19 @@ import (
 	sr "github.com/sqlretry/sqlretry"
 )
 
-// Sources cited by the table. The section numbers point into the project's
-// reference notes (shared/reference/sql-errors.md), which quote each source.
+// Sources cited by the table: the PostgreSQL and CockroachDB manuals, and
+// public code at the commit or version read.
 const (
-	srcPGManual  = "PostgreSQL manual §13.5 Serialization Failure Handling (sql-errors.md §3.4)"
-	srcNpgsql    = "Npgsql PostgresException.IsTransient, npgsql/npgsql@3cb5804b (sql-errors.md §3.1)"
-	srcErrcodes  = "PostgreSQL errcodes.txt via lib/pq pqerror/codes.go v1.12.3 (sql-errors.md §3.4)"
-	srcPermanent = "PostgreSQL errcodes.txt; permanent per sql-errors.md §7.1"
-	srcCRDB      = "cockroach-go crdb v2.4.2 errIsRetryable; cockroachdb/docs transaction-retry-error-reference (sql-errors.md §6)"
-	srcCRDBAmbig = "cockroachdb/docs common-errors.md \"result is ambiguous\" (sql-errors.md §6.2)"
-	srcChoice    = "sqlretry policy choice, documented in doc.go (sql-errors.md §3.4, §8.4)"
+	srcPGManual  = "PostgreSQL manual, 13.5 Serialization Failure Handling (https://www.postgresql.org/docs/current/mvcc-serialization-failure-handling.html)"
+	srcNpgsql    = "Npgsql PostgresException.IsTransient, npgsql/npgsql@3cb5804b"
+	srcErrcodes  = "PostgreSQL Error Codes, manual Appendix A (https://www.postgresql.org/docs/current/errcodes-appendix.html)"
+	srcPermanent = "PostgreSQL Error Codes, manual Appendix A (https://www.postgresql.org/docs/current/errcodes-appendix.html): a class of errors a retry cannot fix"
+	srcCRDB      = "cockroach-go crdb v2.4.2 errIsRetryable; CockroachDB Transaction Retry Error Reference (https://www.cockroachlabs.com/docs/stable/transaction-retry-error-reference)"
+	srcCRDBAmbig = "CockroachDB Common Errors, \"result is ambiguous\" (https://www.cockroachlabs.com/docs/stable/common-errors#result-is-ambiguous)"
+	srcChoice    = "sqlretry policy choice, documented in the postgres package (https://pkg.go.dev/github.com/sqlretry/sqlretry/postgres)"
 	// srcConnect backs the rule in classify that any server code inside a
 	// *pgconn.ConnectError is not sent.
-	srcConnect = "pgx v5.13.0 pgconn.ConnectConfig: every failure before the connection is established, a server ErrorResponse to the startup message included, is returned inside *pgconn.ConnectError; connect-time refusals (08001, 08004, 53300, 57P03) ran nothing (sql-errors.md §8.2; classification-vs-peers.md §3.2)"
+	srcConnect = "pgx v5.13.0 pgconn.ConnectConfig: every failure before the connection is established, a server ErrorResponse to the startup message included, is returned inside *pgconn.ConnectError; connect-time refusals (08001, 08004, 53300, 57P03) ran nothing"
 )
 
 // evidence marks a class whose phase depends on the error's other evidence:

@@ -4,12 +4,12 @@ import (
 	sr "github.com/sqlretry/sqlretry"
 )
 
-// Sources cited by the table. Section numbers point into the project's
-// reference notes (shared/reference/sql-errors.md), which quote each source.
+// Sources cited by the table: SQLite's result code documentation, and the
+// values as modernc.org/sqlite defines them.
 const (
-	srcRescode    = "sqlite.org rescode.html #busy, #busy_snapshot, #locked (sql-errors.md §5.1, §8.4)"
-	srcConstraint = "sqlite.org rescode.html; values from modernc.org/sqlite/lib v1.62.0 (sql-errors.md §7.4)"
-	srcPermanent  = "sql-errors.md §7.4 and §5.1 (sqlite.org rescode.html; modernc.org/sqlite/lib v1.62.0)"
+	srcRescode    = "SQLite result codes (https://www.sqlite.org/rescode.html#busy, #busy_snapshot, #locked)"
+	srcConstraint = "SQLite result codes (https://www.sqlite.org/rescode.html); values from modernc.org/sqlite/lib v1.62.0"
+	srcPermanent  = "SQLite result codes (https://www.sqlite.org/rescode.html); values from modernc.org/sqlite/lib v1.62.0"
 )
 
 // entries is SQLite's table by result code, primary and extended. An

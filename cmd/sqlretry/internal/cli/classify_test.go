@@ -169,3 +169,21 @@ func TestClassifyHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestClassifyCitesPublicSources reads every source classify --list prints:
+// each must be one a user can open (vendor docs, error catalogues, public
+// code), not the project's notes or seeds.
+func TestClassifyCitesPublicSources(t *testing.T) {
+	for _, eng := range []string{"sqlserver", "postgres", "cockroach", "mysql", "sqlite"} {
+		_, stdout, _ := runMain("classify", "--engine", eng, "--list", "--json")
+		var doc listJSON
+		if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+			t.Fatalf("%s: %v", eng, err)
+		}
+		for _, c := range doc.Codes {
+			if m := privateCitation.FindString(c.Source); m != "" {
+				t.Errorf("classify --engine %s %s cites %q: %s", eng, c.Code, m, c.Source)
+			}
+		}
+	}
+}
