@@ -241,14 +241,44 @@ func killGroup(s *Server) error {
 // quorum.
 func (g *Galera) Kill(i int) error { return killGroup(g.Nodes[i]) }
 
-// Rejoin starts node i again on its data directory and ports, without
-// --wsrep-new-cluster, and waits until it is back in a cluster of size 3,
+// Rejoin waits until the other nodes have dropped node i from their view
+// (after a Kill, evs.suspect_timeout and the view change: about 4 s), then
+// starts it again on its data directory and ports, without
+// --wsrep-new-cluster, and waits until it is back in a cluster of three,
 // Synced and ready (after IST or SST from a donor).
 func (g *Galera) Rejoin(i int) error {
+	for j, n := range g.Nodes {
+		if j != i && n.Running() {
+			if err := g.WaitSynced(j, g.running()); err != nil {
+				return fmt.Errorf("node %d never dropped node %d: %w", j, i, err)
+			}
+		}
+	}
+	return g.RejoinNow(i)
+}
+
+// RejoinNow starts node i again at once, as a supervisor restarting a
+// crashed server would, and waits until it is back in a cluster of three.
+// Started while the others still count its old incarnation as a member, it
+// can make them lose the primary component for a few seconds (seen on
+// MariaDB 10.11 with galera-4 26.4: both survivors briefly non-primary,
+// then "re-bootstrapping prim from partitioned components").
+func (g *Galera) RejoinNow(i int) error {
 	if err := g.Nodes[i].Start(); err != nil {
 		return err
 	}
 	return g.WaitSynced(i, galeraNodes)
+}
+
+// running counts the nodes whose server process is alive.
+func (g *Galera) running() int {
+	n := 0
+	for _, s := range g.Nodes {
+		if s.Running() {
+			n++
+		}
+	}
+	return n
 }
 
 // WaitSynced waits until node i reports wsrep_ready=ON, the Synced state and
