@@ -24,6 +24,7 @@ import (
 
 	sr "github.com/sqlretry/sqlretry"
 	"github.com/sqlretry/sqlretry/faults"
+	"github.com/sqlretry/sqlretry/faults/proxy"
 	"github.com/sqlretry/sqlretry/internal/dbtest"
 	"github.com/sqlretry/sqlretry/internal/tdstest"
 	"github.com/sqlretry/sqlretry/mssql"
@@ -253,4 +254,70 @@ func markerRow(r tdstest.Request, insert string, key any) (any, bool) {
 		}
 	}
 	return nil, false
+}
+
+// TestRunTxMarkerAfterProxyCut: the TCP proxy cuts the connection after the
+// real server received COMMIT and before its reply comes back, so the
+// driver's own error reaches RunTx; the marker finds the transaction
+// committed and the call succeeds without a replay.
+func TestRunTxMarkerAfterProxyCut(t *testing.T) {
+	for _, e := range []struct {
+		name, driver, target string
+		dsn                  func(testing.TB) string
+		classifier           sr.Classifier
+		verifier             sr.CommitVerifier
+	}{
+		{"postgres", "pgx", "127.0.0.1:5432", dbtest.FreshPostgres, postgres.Classifier, &postgres.MarkerVerifier{CreateTable: true}},
+		{"mariadb", "mysql", "127.0.0.1:3306", dbtest.FreshMySQL, mysql.Classifier, &mysql.MarkerVerifier{CreateTable: true}},
+	} {
+		t.Run(e.name, func(t *testing.T) {
+			dsn := e.dsn(t)
+			if !strings.Contains(dsn, e.target) {
+				t.Skipf("the shared server is not at %s: %s", e.target, dsn)
+			}
+			px, err := proxy.New(proxy.Config{Target: e.target})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer px.Close()
+			db, err := sql.Open(e.driver, strings.Replace(dsn, e.target, px.Addr(), 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.Exec("CREATE TABLE orders (id int NOT NULL)"); err != nil {
+				t.Fatal(err)
+			}
+			p, err := sr.New(sr.Config{Classifier: e.classifier, CommitVerifier: e.verifier, Budget: sr.NoBudget, BaseDelay: time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var runs atomic.Int32
+			err = sr.RunTx(ctx, db, p, sr.Write("place-order", nil), nil, func(ctx context.Context, tx *sql.Tx) error {
+				if runs.Add(1) == 1 {
+					if err := px.SetFault(proxy.Fault{Mode: proxy.CutAfterCommit}); err != nil {
+						return err
+					}
+				}
+				_, err := tx.ExecContext(ctx, "INSERT INTO orders (id) VALUES (1)")
+				return err
+			})
+			_ = px.SetFault(proxy.Fault{Mode: proxy.Pass})
+			if err != nil {
+				t.Fatalf("RunTx: %v", err)
+			}
+			if got := px.Counts().CutAfterCommit; got != 1 {
+				t.Fatalf("COMMITs cut: got %d, want 1: the test proved nothing", got)
+			}
+			var n int
+			if err := db.QueryRow("SELECT count(*) FROM orders").Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if runs.Load() != 1 || n != 1 {
+				t.Errorf("got %d runs and %d rows, want 1 and 1", runs.Load(), n)
+			}
+		})
+	}
 }
