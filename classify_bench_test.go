@@ -1,6 +1,7 @@
 package sqlretry
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/sqlretry/sqlretry/internal/errsample"
@@ -26,4 +27,11 @@ func BenchmarkClassifyPractice(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestPracticeVerdicts holds ClassifyNeutral's verdicts on the errors of
+// practice still (testdata/practice.golden).
+func TestPracticeVerdicts(t *testing.T) {
+	cases := errsample.Wrapped(errsample.Neutral(), outerError)
+	errsample.Check(t, "testdata/practice.golden", cases, func(err error) string { return fmt.Sprintf("%+v", ClassifyNeutral(err)) })
 }

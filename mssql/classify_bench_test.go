@@ -1,6 +1,7 @@
 package mssql
 
 import (
+	"fmt"
 	"testing"
 
 	gomssql "github.com/microsoft/go-mssqldb"
@@ -44,4 +45,10 @@ func BenchmarkClassifyPractice(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestPracticeVerdicts holds Classify's verdicts on the errors of practice
+// still (testdata/practice.golden).
+func TestPracticeVerdicts(t *testing.T) {
+	errsample.Check(t, "testdata/practice.golden", practice(), func(err error) string { return fmt.Sprintf("%+v", Classify(err)) })
 }

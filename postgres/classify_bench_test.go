@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"syscall"
@@ -90,4 +91,13 @@ func BenchmarkClassifyPractice(b *testing.B) {
 			})
 		}
 	}
+}
+
+// TestPracticeVerdicts holds the verdicts of the three PostgreSQL
+// classifiers on the errors of practice still (testdata/practice.golden).
+func TestPracticeVerdicts(t *testing.T) {
+	cases := practice(t)
+	errsample.Check(t, "testdata/practice.golden", cases, func(err error) string {
+		return fmt.Sprintf("%+v\n\tcrdb %+v\n\tlibpq %+v", Classify(err), ClassifyCockroach(err), ClassifyLibPQ(err))
+	})
 }

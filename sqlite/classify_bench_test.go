@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -75,4 +76,10 @@ func BenchmarkClassifyPractice(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestPracticeVerdicts holds Classify's verdicts on the errors of practice
+// still (testdata/practice.golden).
+func TestPracticeVerdicts(t *testing.T) {
+	errsample.Check(t, "testdata/practice.golden", practice(t), func(err error) string { return fmt.Sprintf("%+v", Classify(err)) })
 }

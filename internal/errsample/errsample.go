@@ -15,7 +15,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"syscall"
+	"testing"
 )
 
 // Case is one named error.
@@ -67,4 +69,39 @@ func Wrapped(cases []Case, wrappers ...Wrapper) []Case {
 type Wrapper struct {
 	Name string
 	Wrap func(error) error
+}
+
+// Check compares each case's verdict, as describe writes it, with the golden
+// file at path, one "name: verdict" line a case, so that a change to a
+// classifier's speed cannot change a verdict unseen. With
+// SQLRETRY_UPDATE_GOLDEN=1 it writes the file instead.
+func Check(t testing.TB, path string, cases []Case, describe func(error) string) {
+	t.Helper()
+	var b strings.Builder
+	for _, c := range cases {
+		b.WriteString(c.Name + ": " + describe(c.Err) + "\n")
+	}
+	if os.Getenv("SQLRETRY_UPDATE_GOLDEN") == "1" {
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (SQLRETRY_UPDATE_GOLDEN=1 writes it)", err)
+	}
+	got := strings.Split(b.String(), "\n")
+	for i, w := range strings.Split(string(want), "\n") {
+		if i >= len(got) || got[i] != w {
+			g := "(none)"
+			if i < len(got) {
+				g = got[i]
+			}
+			t.Errorf("%s:%d: got\n\t%s\nwant\n\t%s", path, i+1, g, w)
+		}
+	}
+	if len(got) > len(strings.Split(string(want), "\n")) {
+		t.Errorf("%s: %d verdicts, the file has fewer", path, len(got))
+	}
 }
