@@ -56,6 +56,7 @@ func crashCase(t *testing.T, crash func(t *testing.T, srv *dbtest.Server, db *sq
 		t.Fatal(err)
 	}
 	defer db.Close()
+	db.SetMaxIdleConns(0) // no connection the crash killed is used again
 	ctx := context.Background()
 	for _, q := range []string{"CREATE TABLE t (v int)", "CHECKPOINT"} {
 		if _, err := db.ExecContext(ctx, q); err != nil {

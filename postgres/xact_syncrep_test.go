@@ -29,14 +29,14 @@ func TestCommitVerifierSyncStandby(t *testing.T) {
 	if _, err := db.ExecContext(ctx, "CREATE TABLE t (v int)"); err != nil {
 		t.Fatal(err)
 	}
-	v := CommitVerifier{MaxWait: 500 * time.Millisecond}
-
-	// While the standby follows, a committed transaction is settled.
-	tx, mark := markedInsert(t, ctx, db, v, 1)
+	// While the standby follows, a committed transaction is settled (a
+	// long MaxWait: the standby's confirmation must not race a timer).
+	follow := CommitVerifier{MaxWait: 30 * time.Second}
+	tx, mark := markedInsert(t, ctx, db, follow, 1)
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := v.Committed(ctx, db, mark); !ok || err != nil {
+	if ok, err := follow.Committed(ctx, db, mark); !ok || err != nil {
 		t.Fatalf("the standby follows: got %v, %v; want true, nil", ok, err)
 	}
 	first := mark
@@ -46,11 +46,12 @@ func TestCommitVerifierSyncStandby(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer standby.Close()
-	if ok, err := v.Committed(ctx, standby, mark); ok || !errors.Is(err, ErrStandby) {
+	if ok, err := follow.Committed(ctx, standby, mark); ok || !errors.Is(err, ErrStandby) {
 		t.Errorf("asked on the standby: got %v, %v; want false, ErrStandby", ok, err)
 	}
 
 	// The standby stops receiving; a COMMIT waits for it, and is cancelled.
+	v := CommitVerifier{MaxWait: 500 * time.Millisecond}
 	if err := r.StopReceiving(ctx); err != nil {
 		t.Fatal(err)
 	}
