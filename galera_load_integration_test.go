@@ -38,7 +38,9 @@ func galeraCalls(ci, long int) int {
 type load struct {
 	e     *galeraEnv
 	run   int
-	calls int // per writer
+	calls int           // per writer, at least
+	stop  chan struct{} // closed when the writers may stop after their calls
+	once  sync.Once
 	dbs   []*sql.DB
 	ps    []*sr.Policy
 	up    []atomic.Bool // node i serves: a writer whose call failed waits for it
@@ -55,7 +57,8 @@ type record struct {
 }
 
 func (e *galeraEnv) newLoad(t *testing.T, run, calls int) *load {
-	l := &load{e: e, run: run, calls: calls, up: make([]atomic.Bool, len(e.dbs))}
+	l := &load{e: e, run: run, calls: calls, up: make([]atomic.Bool, len(e.dbs)), stop: make(chan struct{})}
+	t.Cleanup(l.finish) // writers never outlive a failed test
 	for i := range e.dbs {
 		db, err := sql.Open("mysql", e.g.Nodes[i].DSN())
 		if err != nil {
@@ -80,6 +83,18 @@ func (e *galeraEnv) newLoad(t *testing.T, run, calls int) *load {
 	return l
 }
 
+// finish lets the writers stop once they have made their calls.
+func (l *load) finish() { l.once.Do(func() { close(l.stop) }) }
+
+func (l *load) finished() bool {
+	select {
+	case <-l.stop:
+		return true
+	default:
+		return false
+	}
+}
+
 // start runs the writers in the background; wait waits for them.
 func (l *load) start() (wait func()) {
 	var wg sync.WaitGroup
@@ -95,18 +110,19 @@ func (l *load) start() (wait func()) {
 	return wg.Wait
 }
 
-// writer makes its calls one after another. After a failed call it waits
-// until its node serves again, so that the writers of a killed node resume
+// writer makes its calls one after another, at least l.calls of them and
+// on until finish, so that every kill meets a load. After a failed call it
+// waits until its node serves again: the writers of a killed node resume
 // after the rejoin rather than spend their calls on refused connections.
 func (l *load) writer(node, w int) {
-	for i := 0; i < l.calls; i++ {
-		call := int64(l.run)*1_000_000 + int64(node*writersPerNode+w)*10_000 + int64(i)
+	for i := 0; i < l.calls || !l.finished(); i++ {
+		call := int64(l.run)*100_000_000 + int64(node*writersPerNode+w)*1_000_000 + int64(i)
 		err := l.write(node, call)
 		l.mu.Lock()
 		l.log = append(l.log, record{call, node, err})
 		l.mu.Unlock()
 		l.done.Add(1)
-		for err != nil && !l.up[node].Load() {
+		for err != nil && !l.up[node].Load() && !l.finished() {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
@@ -124,10 +140,9 @@ func (l *load) write(node int, call int64) error {
 	})
 }
 
-// waitDone waits until n calls have finished (or all have).
+// waitDone waits until n calls have finished.
 func (l *load) waitDone(n int64) {
-	total := int64(len(l.dbs) * writersPerNode * l.calls)
-	for l.done.Load() < min(n, total) {
+	for l.done.Load() < n {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
@@ -163,12 +178,12 @@ func (l *load) check(t *testing.T) counts {
 	for _, p := range l.ps {
 		c.retries += p.Stats().Retries
 	}
-	rows := l.e.syncRead(t, 0, "SELECT COUNT(*) FROM ledger WHERE call_id DIV 1000000 = ?", l.run)
+	rows := l.e.syncRead(t, 0, "SELECT COUNT(*) FROM ledger WHERE call_id DIV 100000000 = ?", l.run)
 	if sum := l.e.syncRead(t, 0, "SELECT SUM(n) FROM hits WHERE run = ?", l.run); sum != rows {
 		t.Errorf("hot rows sum to %d, the ledger holds %d rows: a transaction was applied in part", sum, rows)
 	}
 	for i := range l.dbs { // every node holds the same
-		if got := l.e.syncRead(t, i, "SELECT COUNT(*) FROM ledger WHERE call_id DIV 1000000 = ?", l.run); got != rows {
+		if got := l.e.syncRead(t, i, "SELECT COUNT(*) FROM ledger WHERE call_id DIV 100000000 = ?", l.run); got != rows {
 			t.Errorf("node %d holds %d of the run's ledger rows, node 0 %d", i, got, rows)
 		}
 	}
@@ -208,7 +223,7 @@ func (l *load) ledger(t *testing.T) map[int64]int64 {
 	if _, err := c.ExecContext(ctx, "SET SESSION wsrep_sync_wait = 1"); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := c.QueryContext(ctx, "SELECT call_id, COUNT(*) FROM ledger WHERE call_id DIV 1000000 = ? GROUP BY call_id", l.run)
+	rows, err := c.QueryContext(ctx, "SELECT call_id, COUNT(*) FROM ledger WHERE call_id DIV 100000000 = ? GROUP BY call_id", l.run)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +247,9 @@ func (l *load) ledger(t *testing.T) map[int64]int64 {
 // duplicated, 0 misreported.
 func (e *galeraEnv) testWriters(t *testing.T) {
 	l := e.newLoad(t, 1, galeraCalls(25, 500))
-	l.start()()
+	wait := l.start()
+	l.finish()
+	wait()
 	c := l.check(t)
 	t.Logf("writers on every node: %+v", c)
 	if c.ambiguous != 0 {
@@ -279,6 +296,7 @@ func (e *galeraEnv) testKillUnderLoad(t *testing.T) {
 		l.up[k.node].Store(true)
 		t.Logf("node %d killed after %d calls, rejoined (at once: %v) after %d", k.node, per*int64(n+1), k.now, l.done.Load())
 	}
+	l.finish()
 	wait()
 	c := l.check(t)
 	t.Logf("node killed under load: %+v", c)
