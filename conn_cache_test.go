@@ -1,0 +1,54 @@
+package sqlretry
+
+import (
+	"context"
+	"database/sql/driver"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/sqlretry/sqlretry/internal/sqltext"
+)
+
+// The connection's small cache of texts answers what the lexer answers,
+// whatever order texts come in, including texts that share a slot (same
+// length, first and last byte) and differ only inside.
+func TestConnTextCacheAnswersAsTheLexer(t *testing.T) {
+	srv := newFakeServer()
+	p := testPolicy(t, Config{})
+	dc, err := Connector(&fakeConnector{s: srv}, p).Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dc.Close()
+	c := wrapped(t, dc)
+	texts := []string{
+		"SELECT 1", "UPDATE 1", "COMMIT", "BEGIN", "",
+		"BEGIN; SELECT 1", "BXXXXX SELECT 1", // same length, first and last byte: one slot
+		"SELECT 1;COMMIT", "SELECT 1, 2 ABT",
+		"select 1 -- x", "sElEcT 1 -- x", "INSERT INTO t VALUES (1) RETURNING x",
+		"SAVEPOINT s", "START TRANSACTION", "SET autocommit=0",
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 2000; i++ {
+		q := texts[rng.IntN(len(texts))]
+		if got, want := c.analyze(q), sqltext.Analyze(q); got != want {
+			t.Fatalf("step %d: analyze(%q) = %+v, want %+v", i, q, got, want)
+		}
+	}
+}
+
+// wrapped returns the *conn under a driver.Conn the Connector made.
+func wrapped(t *testing.T, dc driver.Conn) *conn {
+	switch w := dc.(type) {
+	case *conn:
+		return w
+	case connP:
+		return w.conn
+	case connR:
+		return w.conn
+	case connPR:
+		return w.conn
+	}
+	t.Fatalf("%T is not a Connector's connection", dc)
+	return nil
+}
