@@ -134,8 +134,9 @@ func spanAttributes(e sqlretry.Event) []attribute.KeyValue {
 // Cause names why a call failed, from the error it returned: "ambiguous",
 // "budget-exhausted", "circuit-open", "deadline" (the next wait would pass
 // the caller's deadline), "context" (the caller's context ended),
-// "retries-exhausted", "value-unknown", or "permanent" (an error no retry
-// could help, returned as it was).
+// "retries-exhausted", "value-unknown", "permanent" (an error no retry
+// could help, returned as it was), or "other" for a cause this version
+// does not know.
 func Cause(err error) string {
 	var re *sqlretry.Error
 	if !errors.As(err, &re) || re.Cause == nil {
