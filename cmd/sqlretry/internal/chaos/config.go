@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -20,16 +21,60 @@ import (
 // MariaDB (go-sql-driver/mysql); the last two need a DSN.
 var Engines = []engine.Engine{engine.SQLite, engine.Postgres, engine.MySQL}
 
-// EngineOf reads the engine from a DSN: a PostgreSQL URL or key=value DSN,
-// a go-sql-driver MySQL DSN, else (an SQLite file, or none) SQLite.
+// EngineOf reads the engine from a DSN ([DSNEngine]); SQLite for a DSN
+// that looks like no engine's, or none.
 func EngineOf(dsn string) engine.Engine {
-	switch {
-	case strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") || strings.Contains(dsn, "host="):
-		return engine.Postgres
-	case strings.Contains(dsn, "@tcp(") || strings.Contains(dsn, "@unix("):
-		return engine.MySQL
+	if e, _, ok := DSNEngine(dsn); ok {
+		return e
 	}
 	return engine.SQLite
+}
+
+// mysqlAt matches go-sql-driver/mysql's [user[:pw]]@[net[(addr)]]/db.
+var mysqlAt = regexp.MustCompile(`@(tcp|tcp6|unix)?(\(.*\))?/`)
+
+// DSNEngine reads which engine's DSN dsn looks like, and what gives it
+// away (for an error message); ok is false when it cannot tell.
+func DSNEngine(dsn string) (e engine.Engine, form string, ok bool) {
+	l := strings.ToLower(strings.TrimSpace(dsn))
+	switch {
+	case l == "":
+		return 0, "", false
+	case strings.HasPrefix(l, "postgres://") || strings.HasPrefix(l, "postgresql://"):
+		return engine.Postgres, "a postgres:// URL", true
+	case strings.HasPrefix(l, "sqlserver://") || strings.HasPrefix(l, "mssql://"):
+		return engine.SQLServer, "a sqlserver:// URL", true
+	case strings.HasPrefix(l, "mysql://") || strings.HasPrefix(l, "mariadb://"):
+		return engine.MySQL, "a mysql:// URL", true
+	case strings.HasPrefix(l, "file:") || strings.HasPrefix(l, "sqlite:"):
+		return engine.SQLite, "a file: name", true
+	case strings.Contains(l, ";") && (strings.Contains(l, "server=") || strings.Contains(l, "data source=")):
+		return engine.SQLServer, "an ADO connection string (server=...;)", true
+	case mysqlAt.MatchString(l):
+		return engine.MySQL, "go-sql-driver's user@tcp(host)/db form", true
+	case strings.Contains(l, "host=") || strings.Contains(l, "dbname="):
+		return engine.Postgres, "key=value settings (host=, dbname=)", true
+	case !strings.Contains(l, "=") && (strings.HasPrefix(l, "/") || strings.HasPrefix(l, ".") ||
+		strings.HasSuffix(l, ".db") || strings.HasSuffix(l, ".sqlite") || strings.HasSuffix(l, ".sqlite3")):
+		return engine.SQLite, "a file path", true
+	}
+	return 0, "", false
+}
+
+// engineTitles are the engines' names in prose.
+var engineTitles = map[engine.Engine]string{engine.Postgres: "PostgreSQL", engine.MySQL: "MySQL/MariaDB",
+	engine.SQLServer: "SQL Server", engine.SQLite: "SQLite", engine.Cockroach: "CockroachDB"}
+
+// validateDSN refuses a DSN that looks like another engine's than c.Engine
+// (defaults applied): a driver would fail on it with an error that names
+// neither (go-sql-driver on a postgres:// URL: "default addr for network
+// '127.0.0.1:5432' unknown").
+func (c Config) validateDSN() error {
+	e, form, ok := DSNEngine(c.DSN)
+	if !ok || e == c.Engine {
+		return nil
+	}
+	return inputErr("--dsn", fmt.Errorf("the DSN looks like %s's (%s) and --engine says %s", engineTitles[e], form, c.Engine))
 }
 
 func dialect(e engine.Engine) taskstore.Dialect {
@@ -189,6 +234,13 @@ type Config struct {
 	// NoProxy turns off the wire-level proxy a run against a server puts
 	// between the driver and the server.
 	NoProxy bool
+	// Verifier chooses the commit verifier of the policy under test (see
+	// [VerifierAuto]); "" means VerifierAuto.
+	Verifier string
+	// Damage, in the tasks scenario, has the report count the invariants'
+	// violations over time (RunReport.Damage), for the plot of a naive run
+	// beside ours. It costs one check of the tables per point.
+	Damage bool
 	// Now is the clock outage windows, fault windows, sampling and the run's
 	// end are read on. nil means time.Now.
 	Now func() time.Time
@@ -212,6 +264,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Engine == 0 {
 		c.Engine = EngineOf(c.DSN)
+	}
+	if c.Verifier == "" {
+		c.Verifier = VerifierAuto
 	}
 	if c.Duration == 0 {
 		c.Duration = 20 * time.Second
@@ -264,6 +319,12 @@ func (c Config) Validate() error {
 		return inputErr("--workers", fmt.Errorf("%d is outside 1..256", c.Workers))
 	case math.IsNaN(c.FaultRate) || c.FaultRate > 1:
 		return inputErr("--fault-rate", fmt.Errorf("%v is outside [0, 1]", c.FaultRate))
+	}
+	if err := c.validateDSN(); err != nil {
+		return err
+	}
+	if err := c.validateVerifier(); err != nil {
+		return err
 	}
 	for _, o := range c.Outages {
 		if o.Length <= 0 || o.Offset < 0 {

@@ -31,9 +31,13 @@ import (
 // Each worker runs transactions that read one hot row, then add one to it
 // and to a second (half the pairs in the opposite order: deadlocks on a
 // server, SQLITE_BUSY on SQLite's single writer), and record the call's id
-// in a table of their own. A fault rate of the COMMITs fail (half rolled
-// back, half committed with the reply lost), so a policy that replays an
-// ambiguous COMMIT shows what that costs.
+// in a table of their own, with the attempt's number. A fault rate of the
+// COMMITs fail with the connection reset, so that the client cannot know
+// the outcome: half were rolled back (commit_not_applied), half committed
+// (commit_applied_reply_lost). The transactions have no Verify of their
+// own: sqlretry and the old defaults settle each ambiguous COMMIT with the
+// run's commit verifier (--verifier), and the run holds every verdict
+// against the attempt's row; the blind loop replays it without asking.
 const (
 	modeSQLretry = "sqlretry"
 	modeOld      = "old_defaults"
@@ -54,12 +58,13 @@ const blindMaxRetries = 10
 // modePolicy returns the Policy config and the Op builder of one mode.
 // Every mode gets the run's waits and command timeout, so they differ
 // only in what they retry, how often, and what they draw from.
-func (c Config) modePolicy(mode string, obs sqlretry.Observer) (sqlretry.Config, func(string, sqlretry.VerifyFunc) sqlretry.Op, error) {
+func (c Config) modePolicy(mode string, obs sqlretry.Observer) (sqlretry.Config, func(string) sqlretry.Op, error) {
 	pc, err := c.policyConfig(obs)
 	if err != nil {
 		return pc, nil, err
 	}
-	write := func(name string, v sqlretry.VerifyFunc) sqlretry.Op { return sqlretry.Write(name, v) }
+	// No Verify: an ambiguous COMMIT goes to Config.CommitVerifier.
+	write := func(name string) sqlretry.Op { return sqlretry.Write(name, nil) }
 	switch mode {
 	case modeOld:
 		pc.MaxRetries, pc.ContentionRetries = oldMaxRetries, 0
@@ -69,7 +74,7 @@ func (c Config) modePolicy(mode string, obs sqlretry.Observer) (sqlretry.Config,
 		pc.MaxRetries, pc.ContentionRetries = blindMaxRetries, blindMaxRetries
 		pc.Budget, pc.Schedule = sqlretry.NoBudget, nil
 		pc.Classifier = retryEverything(pc.Classifier)
-		write = func(name string, _ sqlretry.VerifyFunc) sqlretry.Op { return sqlretry.Idempotent(name) }
+		write = sqlretry.Idempotent
 	}
 	return pc, write, nil
 }
@@ -111,36 +116,52 @@ func RunContention(ctx context.Context, cfg Config) (*ContentionReport, error) {
 	r := newContentionReport(cfg)
 	for _, mode := range contentionModes {
 		if ctx.Err() != nil {
+			r.Interrupted = true
 			break
 		}
 		mr, settings, err := runMode(ctx, cfg, mode)
+		if err != nil && ctx.Err() != nil {
+			r.Interrupted = true // setting up was cut short: nothing ran
+			break
+		}
 		if err != nil {
 			return nil, red.Error(err)
 		}
 		r.Settings = append([]string{}, settings...) // [] rather than null in JSON
 		r.Modes = append(r.Modes, *mr)
+		if mr.Interrupted {
+			r.Interrupted, r.InterruptedIn = true, mode
+			break
+		}
 	}
-	r.Interrupted = ctx.Err() != nil
 	r.check()
 	return r, nil
 }
 
 // pairRun is one mode's run of the workload.
 type pairRun struct {
-	cfg   Config
-	mode  string
-	db    *sql.DB
-	plan  *faults.Plan
-	pol   *sqlretry.Policy
-	op    func(string, sqlretry.VerifyFunc) sqlretry.Op
-	q     pairQueries
-	start time.Time
+	cfg  Config
+	mode string
+	db   *sql.DB
+	plan *faults.Plan
+	pol  *sqlretry.Policy
+	op   func(string) sqlretry.Op
+	// verdicts records the commit verifier's verdicts; nil without one
+	// (the blind loop, --verifier none).
+	verdicts *recorder
+	q        pairQueries
+	start    time.Time
 	// started is set once start is: the plan's clock reads it.
 	started atomic.Bool
 	stop    atomic.Bool
 
 	contentionErrors   atomic.Int64 // failed attempts a real classifier calls contention
 	contentionRefusals atomic.Int64 // budget refusals of a contention failure
+
+	// ran is how long the workload ran; interrupted, whether ctx ended it
+	// before the duration. Set as drive returns.
+	ran         time.Duration
+	interrupted bool
 
 	mu        sync.Mutex
 	told      map[string]outcome // call id → what its caller was told
@@ -185,7 +206,7 @@ func runMode(ctx context.Context, cfg Config, mode string) (*ModeReport, []strin
 			pr.loop(ctx, w)
 		}()
 	}
-	pr.drive(ctx)
+	pr.ran, pr.interrupted = pr.drive(ctx)
 	pr.stop.Store(true)
 	wg.Wait()
 	pr.plan.Disable()
@@ -201,10 +222,14 @@ func (pr *pairRun) open(ctx context.Context, tgt *target) error {
 	if err != nil {
 		return err
 	}
+	pr.op = op
+	if v, name := pr.cfg.commitVerifier(); v != nil && pr.mode != modeBlind {
+		pr.verdicts = newRecorder(v, name)
+		pc.CommitVerifier = pr.verdicts
+	}
 	if pr.pol, err = sqlretry.New(pc); err != nil {
 		return err
 	}
-	pr.op = op
 	clock := func() time.Time {
 		if !pr.started.Load() {
 			return epoch
@@ -240,7 +265,14 @@ func (pr *pairRun) rules() []faults.Rule {
 	rate := pr.cfg.FaultRate / float64(len(kinds))
 	var rs []faults.Rule
 	for _, k := range kinds {
-		rs = append(rs, faults.Rule{Kind: k, Op: faults.OpCommit, Rate: rate, Count: faults.Unlimited})
+		r := faults.Rule{Kind: k, Op: faults.OpCommit, Rate: rate, Count: faults.Unlimited}
+		if k == faults.CommitNotApplied {
+			// The connection reset in reply to COMMIT, as for a COMMIT
+			// that landed: the client cannot tell the two apart, and the
+			// commit verifier must.
+			r.Err = faults.ResetError()
+		}
+		rs = append(rs, r)
 	}
 	return rs
 }
@@ -255,10 +287,12 @@ func (pr *pairRun) loop(ctx context.Context, w int) {
 		if b >= a {
 			b++ // two distinct rows, in either order
 		}
-		id := fmt.Sprintf("w%d-%d", w, n)
+		id := &attemptID{call: fmt.Sprintf("w%d-%d", w, n)}
 		began := pr.cfg.Now()
-		err := sqlretry.RunTx(ctx, pr.db, pr.pol, pr.op("contention.pair", pr.verify(id)), nil, pr.pair(id, a, b))
-		pr.done(id, began, err)
+		// The recording verifier reads the attempt from the context.
+		actx := context.WithValue(ctx, attemptKey{}, id)
+		err := sqlretry.RunTx(actx, pr.db, pr.pol, pr.op("contention.pair"), nil, pr.pair(id, a, b))
+		pr.done(id.call, began, err)
 		if err != nil {
 			// As a worker backs off after a failed job, so that a
 			// policy that fails fast is not measured spinning.
@@ -267,9 +301,11 @@ func (pr *pairRun) loop(ctx context.Context, w int) {
 	}
 }
 
-// pair is the transaction: read row a, add one to rows a and b, record id.
-func (pr *pairRun) pair(id string, a, b int) func(context.Context, *sql.Tx) error {
+// pair is the transaction: read row a, add one to rows a and b, record
+// the call's id and the attempt's number.
+func (pr *pairRun) pair(id *attemptID, a, b int) func(context.Context, *sql.Tx) error {
 	return func(ctx context.Context, tx *sql.Tx) error {
+		id.n++ // attempts run one after another
 		var v int64
 		if err := tx.QueryRowContext(ctx, pr.q.read, a).Scan(&v); err != nil {
 			return err
@@ -279,19 +315,8 @@ func (pr *pairRun) pair(id string, a, b int) func(context.Context, *sql.Tx) erro
 				return err
 			}
 		}
-		_, err := tx.ExecContext(ctx, pr.q.record, id)
+		_, err := tx.ExecContext(ctx, pr.q.record, id.call, id.n)
 		return err
-	}
-}
-
-// verify settles an ambiguous COMMIT: the call's id is in the table or
-// not. The faults on COMMIT end their attempt before they return
-// (Class.Ended), so "not applied" is final.
-func (pr *pairRun) verify(id string) sqlretry.VerifyFunc {
-	return func(ctx context.Context) (bool, error) {
-		var n int
-		err := pr.db.QueryRowContext(ctx, pr.q.count, id).Scan(&n)
-		return n > 0, err
 	}
 }
 
@@ -348,18 +373,19 @@ func (pr *pairRun) observe(e sqlretry.Event) {
 	}
 }
 
-// drive samples the run until its duration has passed or ctx is done.
-func (pr *pairRun) drive(ctx context.Context) {
+// drive samples the run until its duration has passed or ctx is done, and
+// returns how long the workload ran, and whether ctx ended it early.
+func (pr *pairRun) drive(ctx context.Context) (time.Duration, bool) {
 	tick := time.NewTicker(pr.cfg.SampleEvery)
 	defer tick.Stop()
 	for {
 		pr.sample()
 		if pr.elapsed() >= pr.cfg.Duration {
-			return
+			return pr.cfg.Duration, false
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return min(pr.elapsed(), pr.cfg.Duration), true
 		case <-tick.C:
 		}
 	}
@@ -387,7 +413,7 @@ type pairQueries struct {
 	schema         []string
 	insertHot      string
 	read, add      string
-	record, count  string
+	record         string
 	applied, total string
 }
 
@@ -397,21 +423,21 @@ func queriesFor(e engine.Engine) pairQueries {
 			"CREATE TABLE hot (id INT PRIMARY KEY, v BIGINT NOT NULL)",
 			// No unique key on id: a replayed COMMIT shows as a second row,
 			// not as a constraint error.
-			"CREATE TABLE calls (id VARCHAR(64) NOT NULL)",
+			"CREATE TABLE calls (id VARCHAR(64) NOT NULL, attempt INT NOT NULL)",
 			"CREATE INDEX calls_id ON calls (id)",
 		},
 		insertHot: "INSERT INTO hot (id, v) VALUES (?, 0)",
 		read:      "SELECT v FROM hot WHERE id = ?",
 		add:       "UPDATE hot SET v = v + 1 WHERE id = ?",
-		record:    "INSERT INTO calls (id) VALUES (?)",
-		count:     "SELECT COUNT(*) FROM calls WHERE id = ?",
-		applied:   "SELECT id, COUNT(*) FROM calls GROUP BY id",
+		record:    "INSERT INTO calls (id, attempt) VALUES (?, ?)",
+		applied:   "SELECT id, attempt FROM calls",
 		total:     "SELECT COALESCE(SUM(v), 0) FROM hot",
 	}
 	if e == engine.Postgres {
-		for _, s := range []*string{&q.insertHot, &q.read, &q.add, &q.record, &q.count} {
+		for _, s := range []*string{&q.insertHot, &q.read, &q.add, &q.record} {
 			*s = strings.Replace(*s, "?", "$1", 1)
 		}
+		q.record = strings.Replace(q.record, "?", "$2", 1)
 	}
 	return q
 }

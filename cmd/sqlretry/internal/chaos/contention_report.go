@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/faults"
 )
 
 // ContentionReport is what the contention scenario did under each policy.
@@ -27,8 +28,14 @@ type ContentionReport struct {
 	// SQLite busy timeout or the PostgreSQL deadlock_timeout.
 	Settings []string `json:"settings"`
 	// Modes are the runs, in order: sqlretry, old_defaults, blind_loop.
-	Modes       []ModeReport `json:"modes"`
-	Interrupted bool         `json:"interrupted,omitempty"`
+	Modes []ModeReport `json:"modes"`
+	// Interrupted: the run's context ended (Ctrl-C) before every mode had
+	// run its duration; InterruptedIn names the mode it ended in ("" when
+	// it ended before one started). Modes holds the modes that ran, the
+	// last one for the time it ran; the checks cover them, and OK is
+	// false.
+	Interrupted   bool   `json:"interrupted"`
+	InterruptedIn string `json:"interrupted_in,omitempty"`
 	// Problems say which check failed. The checks are sqlretry's: its
 	// invariants hold, and contention drew nothing from its budget.
 	Problems []string `json:"problems,omitempty"`
@@ -39,7 +46,11 @@ type ContentionReport struct {
 type ModeReport struct {
 	Mode   string `json:"mode"`
 	Policy string `json:"policy"`
-	Calls  int64  `json:"calls"`
+	// DurationMS is how long the mode ran: the run's duration, or less
+	// when Interrupted.
+	DurationMS  int64 `json:"duration_ms"`
+	Interrupted bool  `json:"interrupted,omitempty"`
+	Calls       int64 `json:"calls"`
 	// Succeeded counts calls told OK; SuccessRate is Succeeded / Calls.
 	Succeeded   int64   `json:"succeeded"`
 	SuccessRate float64 `json:"success_rate"`
@@ -61,6 +72,10 @@ type ModeReport struct {
 	ContentionBudgetRefusals int64          `json:"contention_budget_refusals"`
 	Faults                   int            `json:"faults_injected"`
 	Invariants               PairInvariants `json:"invariants"`
+	// Settlement is what became of the ambiguous COMMITs: settled by the
+	// commit verifier (its verdicts held against the attempts' rows), left
+	// ambiguous, or (the blind loop) replayed without asking.
+	Settlement Settlement `json:"commit_settlement"`
 
 	// Samples are the run's time series, for the plot.
 	Samples []Sample `json:"-"`
@@ -123,16 +138,18 @@ func modeDescription(cfg Config, mode string) string {
 func (pr *pairRun) report(ctx context.Context) (*ModeReport, error) {
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	inv, err := pr.invariants(cctx)
+	inv, rows, err := pr.invariants(cctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: check the database: %w", pr.mode, err)
 	}
+	set := pr.settlement(rows)
 	st := pr.pol.Stats()
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	lat := slices.Clone(pr.latencies)
 	slices.Sort(lat)
-	mr := &ModeReport{Mode: pr.mode, Policy: modeDescription(pr.cfg, pr.mode), Calls: pr.calls, Succeeded: pr.ok,
+	mr := &ModeReport{Mode: pr.mode, Policy: modeDescription(pr.cfg, pr.mode), DurationMS: pr.ran.Milliseconds(), Interrupted: pr.interrupted,
+		Calls: pr.calls, Succeeded: pr.ok, Settlement: set,
 		SuccessRate: fraction(pr.ok, pr.calls), Failed: map[string]int64{}, Latency: Latency{P50MS: ms(percentile(lat, 0.5)), P99MS: ms(percentile(lat, 0.99))},
 		Attempts: st.Attempts, AttemptsPerCall: ratio(st.Attempts, st.Calls), Retries: st.Retries,
 		ContentionErrors: pr.contentionErrors.Load(), BudgetRefusals: st.BudgetExhausted, ContentionBudgetRefusals: pr.contentionRefusals.Load(),
@@ -140,36 +157,53 @@ func (pr *pairRun) report(ctx context.Context) (*ModeReport, error) {
 	for k, v := range pr.failedBy {
 		mr.Failed[k] = v
 	}
+	mr.Settlement.StillAmbiguous = mr.Failed["ambiguous"]
 	return mr, nil
 }
 
+// settlement counts the mode's ambiguous COMMITs (every COMMIT fault the
+// plan injected: both kinds reset the connection) and what became of
+// them, and holds each verdict against rows, the attempts the database
+// holds.
+func (pr *pairRun) settlement(rows map[attemptID]bool) Settlement {
+	c := pr.plan.Counts()
+	ambiguous := int64(c.Faults[faults.CommitNotApplied] + c.Faults[faults.CommitAppliedReplyLost])
+	if pr.mode == modeBlind {
+		return Settlement{Verifier: "none", Ambiguous: ambiguous, Note: "replayed without asking: the blind loop calls every transaction idempotent"}
+	}
+	s := pr.verdicts.settlement(pr.cfg, "")
+	s.Ambiguous = ambiguous
+	s.Checked, s.Wrong = pr.verdicts.check(rows)
+	return s
+}
+
 // invariants compares the calls table and the hot rows with what each
-// caller was told.
-func (pr *pairRun) invariants(ctx context.Context) (PairInvariants, error) {
-	applied := map[string]int{}
-	rows, err := pr.db.QueryContext(ctx, pr.q.applied)
+// caller was told; it returns the attempts the table holds too.
+func (pr *pairRun) invariants(ctx context.Context) (PairInvariants, map[attemptID]bool, error) {
+	applied, rows := map[string]int{}, map[attemptID]bool{}
+	res, err := pr.db.QueryContext(ctx, pr.q.applied)
 	if err != nil {
-		return PairInvariants{}, err
+		return PairInvariants{}, nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var n int
-		if err := rows.Scan(&id, &n); err != nil {
-			return PairInvariants{}, err
+	defer res.Close()
+	for res.Next() {
+		var a attemptID
+		if err := res.Scan(&a.call, &a.n); err != nil {
+			return PairInvariants{}, nil, err
 		}
-		applied[id] = n
+		applied[a.call]++
+		rows[a] = true
 	}
-	if err := rows.Err(); err != nil {
-		return PairInvariants{}, err
+	if err := res.Err(); err != nil {
+		return PairInvariants{}, nil, err
 	}
 	var total int64
 	if err := pr.db.QueryRowContext(ctx, pr.q.total).Scan(&total); err != nil {
-		return PairInvariants{}, err
+		return PairInvariants{}, nil, err
 	}
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	return countPairInvariants(pr.told, applied, total), nil
+	return countPairInvariants(pr.told, applied, total), rows, nil
 }
 
 // countPairInvariants is the pure part of invariants: told is what each
@@ -197,10 +231,15 @@ func countPairInvariants(told map[string]outcome, applied map[string]int, total 
 }
 
 // check sets r.OK and r.Problems: sqlretry's run told every caller the
-// truth, and no budget refusal of its was a contention failure's.
+// truth, no budget refusal of its was a contention failure's, and no mode's
+// commit verifier gave a verdict the database contradicts. An interrupted
+// run is checked over what ran, and is not OK.
 func (r *ContentionReport) check() {
 	r.Problems = nil
 	for _, m := range r.Modes {
+		if w := m.Settlement.Wrong; w != 0 {
+			r.Problems = append(r.Problems, fmt.Sprintf("%s: %d of the commit verifier's %d verdicts are contradicted by the database", m.Mode, w, m.Settlement.Checked))
+		}
 		if m.Mode != modeSQLretry {
 			continue
 		}
@@ -211,7 +250,7 @@ func (r *ContentionReport) check() {
 			r.Problems = append(r.Problems, fmt.Sprintf("sqlretry: the budget refused %d retries of contention, which must draw nothing from it", m.ContentionBudgetRefusals))
 		}
 	}
-	if len(r.Modes) == 0 {
+	if len(r.Modes) == 0 && !r.Interrupted {
 		r.Problems = append(r.Problems, "no mode ran")
 	}
 	r.OK = len(r.Problems) == 0 && !r.Interrupted
@@ -231,6 +270,15 @@ func (r *ContentionReport) WriteText(w io.Writer) {
 		fmt.Fprintln(w, "  "+m.Policy)
 	}
 	fmt.Fprintln(w)
+	if len(r.Modes) > 0 {
+		r.writeTable(w)
+	}
+	r.writeSettlementNotes(w)
+	r.writeVerdict(w)
+}
+
+// writeTable writes the modes side by side.
+func (r *ContentionReport) writeTable(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "\t")
 	for _, m := range r.Modes {
@@ -246,12 +294,41 @@ func (r *ContentionReport) WriteText(w io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
+}
+
+// writeSettlementNotes explains the settlement rows.
+func (r *ContentionReport) writeSettlementNotes(w io.Writer) {
+	for _, m := range r.Modes {
+		if m.Mode == modeSQLretry {
+			fmt.Fprintf(w, "ambiguous COMMITs: the connection reset in reply to COMMIT (half of them had committed); commit verifier: %s\n", m.Settlement.Verifier)
+			fmt.Fprintln(w, "  each verdict is held against the attempt's own row: \"verdicts wrong\" must be 0")
+			fmt.Fprintln(w)
+		}
+	}
+}
+
+// writeVerdict writes the report's last lines: OK, INTERRUPTED or FAILED.
+func (r *ContentionReport) writeVerdict(w io.Writer) {
+	if r.Interrupted {
+		switch {
+		case len(r.Modes) == 0:
+			fmt.Fprintln(w, "INTERRUPTED before any policy ran: nothing to check")
+		default:
+			last := r.Modes[len(r.Modes)-1]
+			fmt.Fprintf(w, "INTERRUPTED during %s after %.1f s of %.1f s", modeTitles[last.Mode],
+				float64(last.DurationMS)/1000, float64(r.DurationMS)/1000)
+			if n := len(contentionModes) - len(r.Modes); n > 0 {
+				fmt.Fprintf(w, "; %d policies did not run", n)
+			}
+			fmt.Fprintln(w, ": the table and the checks cover what ran")
+		}
+	}
 	switch {
 	case r.OK:
-		fmt.Fprintln(w, "OK: sqlretry lost nothing, applied nothing twice, told every caller the truth, and contention drew nothing from its budget")
-	case r.Interrupted && len(r.Problems) == 0:
-		fmt.Fprintln(w, "INTERRUPTED: the run did not finish")
-	default:
+		fmt.Fprintln(w, "OK: sqlretry lost nothing, applied nothing twice, told every caller the truth, and contention drew nothing from its budget; every commit verdict matched the database")
+	case len(r.Problems) == 0 && len(r.Modes) > 0:
+		fmt.Fprintln(w, "in what ran: sqlretry lost nothing, applied nothing twice, told every caller the truth; every commit verdict matched the database")
+	case len(r.Problems) > 0:
 		fmt.Fprintln(w, "FAILED:")
 		for _, p := range r.Problems {
 			fmt.Fprintln(w, "  "+p)
@@ -280,4 +357,26 @@ var modeRows = []struct {
 	{"lost", func(m ModeReport) string { return fmt.Sprint(m.Invariants.Lost) }},
 	{"applied twice", func(m ModeReport) string { return fmt.Sprint(m.Invariants.Duplicated) }},
 	{"misreported", func(m ModeReport) string { return fmt.Sprint(m.Invariants.Misreported) }},
+	{"ambiguous COMMITs", func(m ModeReport) string { return fmt.Sprint(m.Settlement.Ambiguous) }},
+	{"  settled applied", settled(func(s Settlement) int64 { return s.Applied })},
+	{"  settled not applied", settled(func(s Settlement) int64 { return s.NotApplied })},
+	{"  still ambiguous", settled(func(s Settlement) int64 { return s.StillAmbiguous })},
+	{"  replayed blind", func(m ModeReport) string {
+		if m.Mode == modeBlind {
+			return fmt.Sprint(m.Settlement.Ambiguous)
+		}
+		return "0"
+	}},
+	{"  verdicts wrong", settled(func(s Settlement) int64 { return s.Wrong })},
+}
+
+// settled shows a settlement count, or "-" for the blind loop, which asks
+// nothing.
+func settled(f func(Settlement) int64) func(ModeReport) string {
+	return func(m ModeReport) string {
+		if m.Mode == modeBlind {
+			return "-"
+		}
+		return fmt.Sprint(f(m.Settlement))
+	}
 }

@@ -150,6 +150,26 @@ func (r *Redactor) String(s string) string {
 	return s
 }
 
+// Pending returns the length of the longest end of s that is the start of
+// a secret, shorter than the secret: text a stream must hold back until the
+// next write shows whether the secret follows. Held back, the rest of s can
+// be written at once, redacted (see [Redactor.String]).
+func (r *Redactor) Pending(s string) int {
+	if r == nil {
+		return 0
+	}
+	n := 0
+	for _, sec := range r.secrets {
+		for k := min(len(sec)-1, len(s)); k > n; k-- {
+			if strings.HasSuffix(s, sec[:k]) {
+				n = k
+				break
+			}
+		}
+	}
+	return n
+}
+
 // Error returns err with its message redacted, nil for nil. The result
 // keeps err in its chain only when nothing had to be removed.
 func (r *Redactor) Error(err error) error {

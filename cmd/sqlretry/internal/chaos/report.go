@@ -1,9 +1,11 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -22,7 +24,8 @@ type RunReport struct {
 	Engine     string                 `json:"engine"`
 	Mode       string                 `json:"mode"` // "sqlretry", or "naive" for blind replay
 	Seed       uint64                 `json:"seed"`
-	DurationMS int64                  `json:"duration_ms"`
+	DurationMS int64                  `json:"duration_ms"` // how long the workload ran: less than planned when interrupted
+	PlannedMS  int64                  `json:"planned_duration_ms"`
 	Workers    int                    `json:"workers"`
 	FaultRate  float64                `json:"fault_rate"`
 	Policy     PolicyReport           `json:"policy"`
@@ -40,11 +43,21 @@ type RunReport struct {
 	// have something to check only when some did.
 	SeriesCompleted int64 `json:"series_completed"`
 	SeriesMaxRuns   int   `json:"series_max_runs"`
-	// BudgetExhausted counts retries the budget refused.
-	BudgetExhausted int64    `json:"budget_exhausted"`
-	Interrupted     bool     `json:"interrupted,omitempty"`
-	Problems        []string `json:"problems,omitempty"`
-	OK              bool     `json:"ok"`
+	// BudgetExhausted counts retries the retry budget denied (not the
+	// outage's refusals: see OutageReport.Refused).
+	BudgetExhausted int64 `json:"budget_exhausted"`
+	// Settlement is what the commit verifier (--verifier) settled.
+	Settlement Settlement `json:"commit_settlement"`
+	// Interrupted: the run's context ended (Ctrl-C) before its duration;
+	// the report and the invariants cover what ran, and OK is false.
+	Interrupted bool     `json:"interrupted"`
+	Problems    []string `json:"problems,omitempty"`
+	OK          bool     `json:"ok"`
+
+	// Damage is the violations over time (Config.Damage), for the plot;
+	// DamageUntimed counts the violations only the final tables show.
+	Damage        []DamagePoint `json:"damage,omitempty"`
+	DamageUntimed int           `json:"damage_untimed,omitempty"`
 
 	// Samples are the run's time series, for the plot.
 	Samples []Sample `json:"-"`
@@ -71,6 +84,7 @@ type WireReport struct {
 	Faults      int    `json:"faults"` // resets and cuts after COMMIT outside outages
 	Reset       int    `json:"reset"`
 	CutCommit   int    `json:"cut_after_commit"`
+	TLS         int    `json:"tls"` // encrypted connections: the proxy sees no COMMIT in them
 }
 
 // ShapeReport is one write shape's account.
@@ -78,6 +92,9 @@ type ShapeReport struct {
 	Operations int `json:"operations"`
 	OK         int `json:"ok"`
 	Failed     int `json:"failed"` // a definite error: a conflict, retries or budget spent
+	// FailedBy counts the failed operations by cause: budget_exhausted,
+	// retries_exhausted, circuit_open, conflict, other.
+	FailedBy map[string]int `json:"failed_by"`
 	// Faults counts the failed attempts the policy saw, by injected fault
 	// kind; "other_transient" counts transient errors the fault driver did
 	// not inject: wire faults through the proxy, real lock or busy errors.
@@ -128,9 +145,14 @@ type OutageReport struct {
 	// RecoveryMS is the time from an outage's end to the first operation
 	// that succeeded after it; the largest over the outages; -1 if no
 	// operation succeeded after one.
-	RecoveryMS float64        `json:"recovery_ms"`
-	Refused    int            `json:"refused"` // calls the outage failed
-	Windows    []OutageWindow `json:"windows"`
+	RecoveryMS float64 `json:"recovery_ms"`
+	// Refused counts the calls the simulated outage failed (a connection
+	// refused or reset): not the retry budget's denials.
+	Refused int            `json:"refused"`
+	Windows []OutageWindow `json:"windows"`
+	// NotReached lists the outages planned after the point an interrupted
+	// run reached: they did not happen, and count nowhere.
+	NotReached []OutageWindow `json:"not_reached,omitempty"`
 }
 
 // OutageWindow is one outage.
@@ -148,6 +170,9 @@ type OutageWindow struct {
 	// proxy, the outage starts at the first sample after its offset, so
 	// operations in that gap may count.
 	OKInside int64 `json:"ok_inside"`
+	// CutShort: the run was interrupted while the outage was on; LengthMS
+	// is the part that happened.
+	CutShort bool `json:"cut_short,omitempty"`
 }
 
 // Latency is the operations' latency.
@@ -178,6 +203,7 @@ func ratio(a, b int64) float64 {
 }
 
 // finish checks the invariants with injection off and builds the report.
+// An interrupted run is checked too, over what ran.
 func (h *harness) finish(ctx context.Context) (*RunReport, error) {
 	cfg := h.cfg
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
@@ -192,21 +218,18 @@ func (h *harness) finish(ctx context.Context) (*RunReport, error) {
 	}
 	st := h.pol.Stats()
 	r := &RunReport{
-		Scenario: string(ScenarioTasks), Engine: cfg.Engine.String(), Mode: "sqlretry", Seed: cfg.Seed, DurationMS: cfg.Duration.Milliseconds(),
+		Scenario: string(ScenarioTasks), Engine: cfg.Engine.String(), Mode: "sqlretry", Seed: cfg.Seed,
+		DurationMS: h.ran.Milliseconds(), PlannedMS: cfg.Duration.Milliseconds(),
 		Workers: cfg.Workers, FaultRate: cfg.FaultRate,
 		Policy:     policyReport(cfg),
 		Operations: int(h.ops.Load()), Faults: map[string]int{}, Shapes: map[string]ShapeReport{},
-		Retries: st.Retries, SeriesCompleted: h.seriesDone.Load(), SeriesMaxRuns: seriesRuns, BudgetExhausted: st.BudgetExhausted, Interrupted: ctx.Err() != nil,
-		Problems: append(claimProblems, chk.Problems...),
+		Retries: st.Retries, SeriesCompleted: h.seriesDone.Load(), SeriesMaxRuns: seriesRuns, BudgetExhausted: st.BudgetExhausted,
+		Interrupted: h.interrupted, Problems: append(claimProblems, chk.Problems...),
 	}
 	if cfg.Naive {
 		r.Mode = "naive"
 	}
-	elapsed := min(h.elapsed(), cfg.Duration)
-	if elapsed <= 0 {
-		elapsed = cfg.Duration
-	}
-	r.OpsPerSec = math.Round(float64(r.Operations)/elapsed.Seconds()*10) / 10
+	r.OpsPerSec = math.Round(float64(r.Operations)/max(h.ran, time.Millisecond).Seconds()*10) / 10
 	counts := h.plan.Counts()
 	for _, k := range reportedKinds {
 		r.Faults[string(k)] = counts.Faults[k]
@@ -216,12 +239,23 @@ func (h *harness) finish(ctx context.Context) (*RunReport, error) {
 	}
 	h.reportShapes(r)
 	h.reportOutages(r, counts)
+	r.Settlement = h.verdicts.settlement(cfg, tasksSettlementNote)
 	r.Invariants = Invariants{Lost: chk.Lost, Duplicated: chk.Duplicated, DoubleCounted: chk.DoubleCounted,
 		AuditMismatch: chk.AuditMismatch, JobAttemptsBurned: chk.JobAttemptsBurned, LostClaims: lostClaims,
 		EndedEarly: chk.EndedEarly, UncountedStarts: chk.UncountedStarts, Misreported: chk.Misreported}
-	r.OK = r.Invariants.Total() == 0
+	r.OK = r.Invariants.Total() == 0 && !r.Interrupted
+	if cfg.Damage {
+		if r.Damage, r.DamageUntimed, err = h.damage(cctx); err != nil {
+			return nil, fmt.Errorf("damage over time: %w", err)
+		}
+	}
 	return r, nil
 }
+
+// tasksSettlementNote says why the tasks scenario gives its commit
+// verifier nothing to do.
+const tasksSettlementNote = "no task-store transaction goes to the commit verifier: each write has a Verify of its own " +
+	"(the per-shape table's verified columns), claims and recovery are idempotent; the contention scenario's transactions have none"
 
 // reportShapes fills in r's per-shape counts and latencies.
 func (h *harness) reportShapes(r *RunReport) {
@@ -229,12 +263,9 @@ func (h *harness) reportShapes(r *RunReport) {
 	for i, s := range h.shapes {
 		s.mu.Lock()
 		lat := slices.Clone(s.latencies)
-		sr := ShapeReport{Operations: s.ops, OK: s.ok, Failed: s.failed, Faults: map[string]int{}, Retries: s.retries,
-			VerifiedApplied: s.verifiedApplied, VerifiedNotApplied: s.verifiedNotApplied, Ambiguous: s.ambiguous,
+		sr := ShapeReport{Operations: s.ops, OK: s.ok, Failed: s.failed, Faults: maps.Clone(s.faults), FailedBy: maps.Clone(s.failedBy),
+			Retries: s.retries, VerifiedApplied: s.verifiedApplied, VerifiedNotApplied: s.verifiedNotApplied, Ambiguous: s.ambiguous,
 			Canceled: s.canceled, BudgetExhausted: s.budgetExhausted}
-		for k, v := range s.faults {
-			sr.Faults[k] = v
-		}
 		s.mu.Unlock()
 		slices.Sort(lat)
 		sr.P50MS, sr.P99MS = ms(percentile(lat, 0.5)), ms(percentile(lat, 0.99))
@@ -246,7 +277,9 @@ func (h *harness) reportShapes(r *RunReport) {
 }
 
 // reportOutages fills in r's outage windows, their amplification and
-// recovery, the refusals, the samples and the wire proxy's counts.
+// recovery, the refusals, the samples and the wire proxy's counts. An
+// outage the run never reached (it was interrupted first) is listed apart,
+// in NotReached; one it was inside when interrupted is cut short.
 func (h *harness) reportOutages(r *RunReport, counts faults.Counts) {
 	h.mu.Lock()
 	var worst time.Duration
@@ -254,17 +287,25 @@ func (h *harness) reportOutages(r *RunReport, counts faults.Counts) {
 	never := false
 	for _, w := range h.windows {
 		ow := OutageWindow{OffsetMS: w.Offset.Milliseconds(), LengthMS: w.Length.Milliseconds()}
-		ow.Calls, ow.Attempts, ow.OKInside = w.calls, w.calls+w.retries, w.okInside
-		ow.Amplification = ratio(ow.Attempts, ow.Calls)
-		if w.recovered {
-			ow.RecoveryMS = ms(w.recovery)
-			worst = max(worst, w.recovery)
-		} else {
-			ow.RecoveryMS = -1
-			never = true
+		if !w.opened {
+			r.Outage.NotReached = append(r.Outage.NotReached, ow)
+			continue
 		}
 		if !w.closed {
+			ow.CutShort, ow.LengthMS = true, max(h.ran-w.Offset, 0).Milliseconds()
 			w.refused = counts.Faults[faults.Outage] - w.refusedBefore
+		}
+		ow.Calls, ow.Attempts, ow.OKInside = w.calls, w.calls+w.retries, w.okInside
+		ow.Amplification = ratio(ow.Attempts, ow.Calls)
+		switch {
+		case ow.CutShort:
+			ow.RecoveryMS = -1 // no "after it": the run ended inside it
+		case w.recovered:
+			ow.RecoveryMS = ms(w.recovery)
+			worst = max(worst, w.recovery)
+		default:
+			ow.RecoveryMS = -1
+			never = true
 		}
 		ow.Refused = w.refused + w.proxyOutageHits
 		r.Outage.Windows = append(r.Outage.Windows, ow)
@@ -272,7 +313,7 @@ func (h *harness) reportOutages(r *RunReport, counts faults.Counts) {
 		r.Outage.Attempts += ow.Attempts
 		proxyOutage += w.proxyOutageHits
 		r.Outage.Refused += w.proxyOutageHits
-		r.Windows = append(r.Windows, w.Outage)
+		r.Windows = append(r.Windows, Outage{Offset: w.Offset, Length: time.Duration(ow.LengthMS) * time.Millisecond})
 	}
 	r.Samples = slices.Clone(h.samples)
 	h.mu.Unlock()
@@ -280,7 +321,7 @@ func (h *harness) reportOutages(r *RunReport, counts faults.Counts) {
 	r.Faults[string(faults.Outage)] = r.Outage.Refused
 	if h.tgt.proxy != nil {
 		pc := h.tgt.proxy.Counts()
-		r.Wire = &WireReport{Proxy: h.tgt.proxy.Addr(), Connections: pc.Connections, Commits: pc.CommitsSeen,
+		r.Wire = &WireReport{Proxy: h.tgt.proxy.Addr(), Connections: pc.Connections, Commits: pc.CommitsSeen, TLS: pc.TLS,
 			Reset: pc.Reset - proxyOutage, CutCommit: pc.CutAfterCommit}
 		r.Wire.Reset = max(r.Wire.Reset, 0)
 		r.Wire.Faults = r.Wire.Reset + r.Wire.CutCommit
@@ -364,7 +405,11 @@ func countLostClaims(leases []lease, claimed map[string]string, unsettled int) (
 // WriteText writes r as the command's human report.
 func (r *RunReport) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "sqlretry chaos: %s, %s, %d workers, seed %d, fault rate %g per call, mode %s\n",
-		r.Engine, time.Duration(r.DurationMS)*time.Millisecond, r.Workers, r.Seed, r.FaultRate, r.Mode)
+		r.Engine, time.Duration(r.PlannedMS)*time.Millisecond, r.Workers, r.Seed, r.FaultRate, r.Mode)
+	if r.Interrupted {
+		fmt.Fprintf(w, "INTERRUPTED after %.1f s of %.1f s: what follows, the checks included, covers what ran\n",
+			float64(r.DurationMS)/1000, float64(r.PlannedMS)/1000)
+	}
 	p := r.Policy
 	fmt.Fprintf(w, "policy: max retries %d, base delay %s, max delay %s, command timeout %s, budget %s",
 		p.MaxRetries, p.BaseDelay, p.MaxDelay, p.CommandTimeout, onOff(p.Budget))
@@ -373,12 +418,25 @@ func (r *RunReport) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "; rules: %s (they decide retries and waits for the codes they name)", p.Rules)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "%d operations (%.0f/s), %d retries, %d refused by the budget; latency p50 %.1f ms, p99 %.1f ms\n",
+	fmt.Fprintf(w, "%d operations (%.0f/s), %d retries, %d retries denied by the retry budget; latency p50 %.1f ms, p99 %.1f ms\n",
 		r.Operations, r.OpsPerSec, r.Retries, r.BudgetExhausted, r.Latency.P50MS, r.Latency.P99MS)
-	fmt.Fprintf(w, "%d series reached their max of %d runs\n\n", r.SeriesCompleted, r.SeriesMaxRuns)
+	fmt.Fprintf(w, "%d recurring tasks ran all %d of their runs (the checks for a run counted twice or a series ended early need some)\n\n",
+		r.SeriesCompleted, r.SeriesMaxRuns)
+	r.writeFaults(w)
+	r.writeShapes(w)
+	r.writeOutages(w)
+	r.writeSettlement(w)
+	r.writeInvariants(w)
+}
 
+// writeFaults writes the faults injected, by kind and on the wire.
+func (r *RunReport) writeFaults(w io.Writer) {
 	fmt.Fprintf(w, "faults injected:")
 	for _, k := range reportedKinds {
+		if k == faults.Outage {
+			fmt.Fprintf(w, " (and %d calls failed by the simulated outage)", r.Faults[string(k)])
+			continue
+		}
 		fmt.Fprintf(w, " %s %d", k, r.Faults[string(k)])
 	}
 	fmt.Fprintln(w)
@@ -387,6 +445,11 @@ func (r *RunReport) WriteText(w io.Writer) {
 			r.Wire.Proxy, r.Wire.Reset, r.Wire.CutCommit, r.Wire.Connections, r.Wire.Commits)
 	}
 	fmt.Fprintln(w)
+}
+
+// writeShapes writes the per-shape table, then why operations failed and
+// which faults each shape met.
+func (r *RunReport) writeShapes(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "shape\toperations\tok\tfailed\tfaults seen\tretries\tverified applied\tverified not applied\tambiguous\tp50 ms\tp99 ms\t")
 	for _, name := range shapeNames {
@@ -396,24 +459,66 @@ func (r *RunReport) WriteText(w io.Writer) {
 	}
 	tw.Flush()
 	for _, name := range shapeNames {
+		if f := r.Shapes[name].FailedBy; len(f) > 0 {
+			fmt.Fprintf(w, "  %-10s failed: %s\n", name, causeList(f))
+		}
+	}
+	for _, name := range shapeNames {
 		if f := r.Shapes[name].Faults; len(f) > 0 {
 			fmt.Fprintf(w, "  %-10s faults by kind: %s\n", name, kindList(f))
 		}
 	}
 	fmt.Fprintln(w)
+}
+
+// causeList is failed operations by cause, in words, the largest first.
+func causeList(m map[string]int) string {
+	keys := slices.Collect(maps.Keys(m))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(m[b]-m[a], strings.Compare(a, b)) })
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%d %s", m[k], cmp.Or(causeTitles[k], k))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// writeOutages writes each outage that happened, and the ones an
+// interrupted run never reached.
+func (r *RunReport) writeOutages(w io.Writer) {
 	o := r.Outage
 	for _, ow := range o.Windows {
 		rec := fmt.Sprintf("recovered %.0f ms after it ended", ow.RecoveryMS)
-		if ow.RecoveryMS < 0 {
+		switch {
+		case ow.CutShort:
+			rec = "the run was interrupted while it was on"
+		case ow.RecoveryMS < 0:
 			rec = "no operation succeeded after it"
 		}
-		fmt.Fprintf(w, "outage %s at %s: %d calls, %d attempts, amplification %.3f, %d calls refused, %s\n",
+		fmt.Fprintf(w, "outage %s at %s: %d calls, %d attempts, amplification %.3f, %d calls failed by the outage (connection refused or reset), %s\n",
 			time.Duration(ow.LengthMS)*time.Millisecond, time.Duration(ow.OffsetMS)*time.Millisecond,
 			ow.Calls, ow.Attempts, ow.Amplification, ow.Refused, rec)
 	}
-	fmt.Fprintln(w)
-	r.writeInvariants(w)
+	for _, ow := range o.NotReached {
+		fmt.Fprintf(w, "outage planned at %s: did not happen (the run was interrupted first)\n", time.Duration(ow.OffsetMS)*time.Millisecond)
+	}
+	if len(o.Windows)+len(o.NotReached) > 0 {
+		fmt.Fprintln(w)
+	}
 }
+
+// writeSettlement writes what the commit verifier settled.
+func (r *RunReport) writeSettlement(w io.Writer) {
+	s := r.Settlement
+	fmt.Fprintf(w, "commit verifier (%s): %d ambiguous COMMITs, %d settled applied, %d settled not applied, %d still ambiguous\n",
+		s.Verifier, s.Ambiguous, s.Applied, s.NotApplied, s.StillAmbiguous)
+	if s.Note != "" {
+		fmt.Fprintln(w, "  "+s.Note)
+	}
+	fmt.Fprintln(w)
+}
+
+// shownProblems is how many problem lines the text report prints.
+const shownProblems = 5
 
 func (r *RunReport) writeInvariants(w io.Writer) {
 	v := r.Invariants
@@ -423,16 +528,21 @@ func (r *RunReport) writeInvariants(w io.Writer) {
 		fmt.Fprintf(w, ", ended early %d, uncounted starts %d, misreported %d", v.EndedEarly, v.UncountedStarts, v.Misreported)
 	}
 	fmt.Fprintln(w)
-	if r.OK {
+	switch {
+	case r.OK:
 		fmt.Fprintln(w, "OK: nothing lost, nothing applied twice")
 		return
+	case v.Total() == 0:
+		fmt.Fprintf(w, "INTERRUPTED after %.1f s: in what ran, nothing lost, nothing applied twice\n", float64(r.DurationMS)/1000)
+		return
 	}
-	fmt.Fprintf(w, "VIOLATED (%s): %d violations\n", r.Mode, v.Total())
-	for i, p := range r.Problems {
-		if i == 5 {
-			fmt.Fprintf(w, "  ... %d more\n", len(r.Problems)-5)
-			break
-		}
+	fmt.Fprintf(w, "VIOLATED (%s): %d violations in all (the counts above)\n", r.Mode, v.Total())
+	if len(r.Problems) == 0 {
+		return
+	}
+	n := min(len(r.Problems), shownProblems)
+	fmt.Fprintf(w, "the first %d of the %d problems the check describes (it describes at most 20; --json lists them all):\n", n, len(r.Problems))
+	for _, p := range r.Problems[:n] {
 		fmt.Fprintln(w, "  "+p)
 	}
 }
@@ -445,18 +555,22 @@ func WriteComparison(w io.Writer, ours, naive *RunReport) {
 	row := func(name string, a, b any) { fmt.Fprintf(tw, "%s\t%v\t%v\t\n", name, a, b) }
 	a, b := ours.Invariants, naive.Invariants
 	row("operations", ours.Operations, naive.Operations)
-	row("faults injected", sum(ours.Faults), sum(naive.Faults))
+	row("faults injected", sum(ours.Faults)-ours.Faults[string(faults.Outage)], sum(naive.Faults)-naive.Faults[string(faults.Outage)])
 	row("retries", ours.Retries, naive.Retries)
 	row("lost", a.Lost, b.Lost)
 	row("duplicated", a.Duplicated, b.Duplicated)
 	row("double counted runs", a.DoubleCounted, b.DoubleCounted)
+	row("ended early", a.EndedEarly, b.EndedEarly)
 	row("audit mismatch", a.AuditMismatch, b.AuditMismatch)
 	row("job attempts burned", a.JobAttemptsBurned, b.JobAttemptsBurned)
+	row("uncounted starts", a.UncountedStarts, b.UncountedStarts)
 	row("lost claims", a.LostClaims, b.LostClaims)
 	row("misreported", a.Misreported, b.Misreported)
+	row("violations in all", a.Total(), b.Total())
 	row("ambiguous errors surfaced", ambiguous(ours), ambiguous(naive))
 	row("outage amplification", fmt.Sprintf("%.3f", ours.Outage.Amplification), fmt.Sprintf("%.3f", naive.Outage.Amplification))
 	tw.Flush()
+	fmt.Fprintln(w, "(the naive run's violations are the comparison's point: the exit code is ours alone)")
 }
 
 func ambiguous(r *RunReport) int {

@@ -34,6 +34,8 @@ type Sample struct {
 	Faults   int           // faults injected (driver and wire)
 	Budget   float64       // the retry budget's tokens; -1 without a budget
 	Outage   bool          // an outage window is open
+
+	ledger int // ledger entries recorded by then (Config.Damage)
 }
 
 // epoch is the instant the plan's clock reads when the workload starts.
@@ -61,6 +63,8 @@ type harness struct {
 	setup  *taskstore.Store
 	ledger *taskstore.Ledger
 	stop   atomic.Bool
+	// verdicts records the commit verifier's verdicts; nil without one.
+	verdicts *recorder
 
 	ops, okOps atomic.Int64
 	seriesDone atomic.Int64 // series a worker found at their MaxRuns
@@ -72,6 +76,11 @@ type harness struct {
 	samples []Sample
 
 	wireCommits int // COMMITs the proxy had seen at the last sample; drive's goroutine only
+
+	// ran is how long the workload ran: the run's duration, or less when
+	// it was interrupted (interrupted is then set). Set as drive returns.
+	ran         time.Duration
+	interrupted bool
 }
 
 // window is one outage as the run saw it.
@@ -111,12 +120,25 @@ func Run(ctx context.Context, cfg Config) (*RunReport, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, red.Error(err)
 	}
+	if ctx.Err() != nil {
+		return nil, ErrInterrupted
+	}
 	if cfg.WithDefaults().Scenario != ScenarioTasks {
 		return nil, inputErr("--scenario", fmt.Errorf("Run runs the %s scenario; %s is RunContention's", ScenarioTasks, cfg.Scenario))
 	}
 	r, err := run(ctx, cfg.WithDefaults())
+	if err != nil && ctx.Err() != nil {
+		// Setting up failed because the run was interrupted (Ctrl-C
+		// during the connect or the migration): not a database problem.
+		return nil, ErrInterrupted
+	}
 	return r, red.Error(err)
 }
+
+// ErrInterrupted is the error of a run whose context ended before its
+// workload started: there is nothing to report. A run interrupted later
+// returns its report, with Interrupted set.
+var ErrInterrupted = errors.New("interrupted before the workload started")
 
 func run(ctx context.Context, cfg Config) (*RunReport, error) {
 	label := "ours"
@@ -125,7 +147,7 @@ func run(ctx context.Context, cfg Config) (*RunReport, error) {
 	}
 	h := &harness{cfg: cfg, label: label, claimed: map[string]string{}, ledger: taskstore.NewLedger()}
 	for i := range h.shapes {
-		h.shapes[i] = &shapeStats{faults: map[string]int{}}
+		h.shapes[i] = &shapeStats{faults: map[string]int{}, failedBy: map[string]int{}}
 	}
 	tgt, err := openTarget(ctx, cfg, label)
 	if err != nil {
@@ -158,6 +180,11 @@ func run(ctx context.Context, cfg Config) (*RunReport, error) {
 		}
 		workers[i] = w
 	}
+	if tgt.proxy != nil {
+		if err := tlsRefusal(cfg.Engine, tgt.proxy.Counts()); err != nil {
+			return nil, err
+		}
+	}
 	for _, o := range cfg.Outages {
 		h.windows = append(h.windows, window{Outage: o, from: o.Offset, until: o.Offset + o.Length})
 	}
@@ -173,7 +200,7 @@ func run(ctx context.Context, cfg Config) (*RunReport, error) {
 			w.loop(ctx)
 		}()
 	}
-	h.drive(ctx)
+	h.ran, h.interrupted = h.drive(ctx)
 	h.stop.Store(true)
 	wg.Wait()
 	h.plan.Disable()
@@ -191,6 +218,10 @@ func (h *harness) openStores(ctx context.Context) error {
 	pc, err := cfg.policyConfig(sqlretry.ObserverFunc(h.observe))
 	if err != nil {
 		return err
+	}
+	if v, name := cfg.commitVerifier(); v != nil {
+		h.verdicts = newRecorder(v, name)
+		pc.CommitVerifier = h.verdicts
 	}
 	if h.pol, err = sqlretry.New(pc); err != nil {
 		return err
@@ -289,8 +320,9 @@ func (h *harness) rules() []faults.Rule {
 }
 
 // drive samples the run until its duration has passed or ctx is done, and
-// plays the outages and wire faults on the proxy, if there is one.
-func (h *harness) drive(ctx context.Context) {
+// plays the outages and wire faults on the proxy, if there is one. It
+// returns how long the workload ran, and whether ctx ended it early.
+func (h *harness) drive(ctx context.Context) (time.Duration, bool) {
 	tick := time.NewTicker(h.cfg.SampleEvery)
 	defer tick.Stop()
 	var rng *rand.Rand
@@ -305,14 +337,32 @@ func (h *harness) drive(ctx context.Context) {
 		}
 		h.sample()
 		if el >= h.cfg.Duration {
-			return
+			return h.cfg.Duration, false
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return min(h.elapsed(), h.cfg.Duration), true
 		case <-tick.C:
 		}
 	}
+}
+
+// tlsRefusal is the error of a run whose connections through the wire
+// proxy are encrypted (counts, after the setup's connections): the proxy
+// cannot read inside TLS, so it sees no COMMIT and never cuts a connection
+// right after one, and the run would claim a test it did not make. Nil
+// when no connection is encrypted.
+func tlsRefusal(e engine.Engine, counts proxy.Counts) error {
+	if counts.TLS == 0 {
+		return nil
+	}
+	off := "add sslmode=disable to the DSN"
+	if e == engine.MySQL {
+		off = "add tls=false to the DSN"
+	}
+	return inputErr("--dsn", fmt.Errorf("TLS: %d of %d connections through the fault proxy are encrypted, so the proxy cannot see "+
+		"COMMITs and its wire faults (a connection cut right after COMMIT) would never fire; %s for the run, or pass --no-proxy "+
+		"for driver-level faults only", counts.TLS, counts.Connections, off))
 }
 
 // outageEdges records the policy's counters as each outage opens and closes,
@@ -398,6 +448,9 @@ func (h *harness) sample() {
 		s.Budget = -1
 	}
 	s.Outage = h.inOutage(h.elapsed())
+	if h.cfg.Damage {
+		s.ledger = len(h.ledger.Entries())
+	}
 	h.mu.Lock()
 	h.samples = append(h.samples, s)
 	h.mu.Unlock()
@@ -428,6 +481,7 @@ func (h *harness) done(sh shape, began time.Time, err error) {
 		st.canceled++
 	default:
 		st.failed++
+		st.failedBy[failCause(err)]++
 		if errors.Is(err, sqlretry.ErrBudgetExhausted) {
 			st.budgetExhausted++
 		}

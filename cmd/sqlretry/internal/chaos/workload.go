@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sqlretry/sqlretry"
 	"github.com/sqlretry/sqlretry/taskstore"
 )
 
@@ -55,7 +56,45 @@ type shapeStats struct {
 	retries                              int
 	verifiedApplied, verifiedNotApplied  int
 	faults                               map[string]int
+	failedBy                             map[string]int // failed operations by failCause
 	latencies                            []time.Duration
+}
+
+// Why a failed operation failed: the keys of ShapeReport.FailedBy.
+const (
+	causeBudget    = "budget_exhausted"  // the retry budget denied a retry
+	causeRetries   = "retries_exhausted" // every retry was used
+	causeBreaker   = "circuit_open"      // the breaker refused the call
+	causeConflict  = "conflict"          // the store's own answer: key taken, version changed, ...
+	causePermanent = "other"             // any other definite error
+)
+
+// causeTitles are the causes' words in the text report.
+var causeTitles = map[string]string{
+	causeBudget:    "a retry denied by the retry budget",
+	causeRetries:   "retries used up",
+	causeBreaker:   "circuit breaker open",
+	causeConflict:  "conflict the workload expects (key taken, version changed, series complete, status moved)",
+	causePermanent: "other error",
+}
+
+// failCause says why an operation told failed (a definite error) failed.
+func failCause(err error) string {
+	switch {
+	case errors.Is(err, sqlretry.ErrBudgetExhausted):
+		return causeBudget
+	case errors.Is(err, sqlretry.ErrRetriesExhausted):
+		return causeRetries
+	case errors.Is(err, sqlretry.ErrCircuitOpen):
+		return causeBreaker
+	}
+	for _, c := range []error{taskstore.ErrTaskKeyTaken, taskstore.ErrVersionConflict, taskstore.ErrSeriesComplete,
+		taskstore.ErrStatusConflict, taskstore.ErrLeaseLost, taskstore.ErrNotFound} {
+		if errors.Is(err, c) {
+			return causeConflict
+		}
+	}
+	return causePermanent
 }
 
 // worker is one goroutine of the workload. Its choices come from its own

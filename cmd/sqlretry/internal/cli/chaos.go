@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -69,37 +68,69 @@ func runChaos(ctx context.Context, env Env, args []string) int {
 	errw := &redactWriter{w: env.Stderr, red: red}
 	defer out.Flush()
 	defer errw.Flush()
-	return chaosMain(ctx, Env{Stdout: out, Stderr: errw}, isTerminal(env.Stderr), args)
+	return chaosMain(ctx, Env{Stdout: out, Stderr: errw}, terminalOf(env.Stderr), args)
 }
 
-// redactWriter writes what it is given a line at a time (ended by a
-// newline or a carriage return, for the progress bar), redacted.
+// ExitInterrupted is the exit code of a chaos run interrupted (Ctrl-C,
+// SIGTERM) before its end with no check failed in what ran: 128 + SIGINT,
+// as a shell reports a command a Ctrl-C ended.
+const ExitInterrupted = 130
+
+// display is the terminal progress is shown on: tty false for a pipe or a
+// file; width its columns, 0 if unknown.
+type display struct {
+	tty   bool
+	width int
+}
+
+// terminalOf reports whether w is a terminal, for the live progress line,
+// and its width.
+func terminalOf(w any) display {
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return display{}
+	}
+	width, _, err := term.GetSize(int(f.Fd()))
+	if err != nil {
+		width = 0
+	}
+	return display{tty: true, width: width}
+}
+
+// newProgress returns the progress display for d.
+func newProgress(w io.Writer, d display) *chaos.Progress {
+	p := chaos.NewProgress(w, d.tty)
+	p.Width = d.width
+	return p
+}
+
+// redactWriter writes what it is given at once, redacted, except for an
+// end that could be the start of the password (Redactor.Pending): that is
+// held until the next write or Flush. It must not wait for a line's end: the
+// progress bar writes each frame after a carriage return and ends it with
+// nothing, so a writer that held lines would show every frame only as the
+// next one wipes it (issue 18, finding 1).
 type redactWriter struct {
 	w   io.Writer
 	red *chaos.Redactor
-	buf []byte
+	buf string
 }
 
 func (r *redactWriter) Write(p []byte) (int, error) {
-	r.buf = append(r.buf, p...)
-	for {
-		i := bytes.IndexAny(r.buf, "\n\r")
-		if i < 0 {
-			return len(p), nil
-		}
-		line := r.red.String(string(r.buf[:i+1]))
-		r.buf = r.buf[i+1:]
-		if _, err := io.WriteString(r.w, line); err != nil {
-			return len(p), err
-		}
+	s := r.red.String(r.buf + string(p))
+	keep := r.red.Pending(s)
+	r.buf = s[len(s)-keep:]
+	if _, err := io.WriteString(r.w, s[:len(s)-keep]); err != nil {
+		return len(p), err
 	}
+	return len(p), nil
 }
 
-// Flush writes what is left of an unfinished line.
+// Flush writes what was held back.
 func (r *redactWriter) Flush() {
-	if len(r.buf) > 0 {
-		_, _ = io.WriteString(r.w, r.red.String(string(r.buf)))
-		r.buf = nil
+	if r.buf != "" {
+		_, _ = io.WriteString(r.w, r.red.String(r.buf))
+		r.buf = ""
 	}
 }
 
@@ -118,6 +149,7 @@ type chaosOpts struct {
 	compare    string
 	naive      bool
 	plot       string
+	verifier   string
 	json       bool
 	set        map[string]bool // the flags given on the command line
 }
@@ -145,6 +177,8 @@ func (o *chaosOpts) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.naive, "naive", false, "run only the blind-replay store, to see its damage (exits 1 when it does any)")
 	fs.StringVar(&o.plot, "plot", "", "write throughput, attempts and budget over time to FILE (.png or .svg)")
 	fs.BoolVar(&o.cfg.NoProxy, "no-proxy", false, "with --dsn, inject driver-level faults only, without the wire proxy")
+	fs.StringVar(&o.cfg.Verifier, "verifier", chaos.VerifierAuto, "the commit verifier that settles an ambiguous COMMIT of a transaction without a Verify of its own: "+
+		"auto (postgres: pg_xact_status, then a marker table; mysql, sqlite: a marker table), xact (pg_xact_status; postgres only), marker, or none")
 	fs.BoolVar(&o.json, "json", false, "write one JSON document to standard output")
 }
 
@@ -205,10 +239,12 @@ func (o *chaosOpts) Validate() error {
 	o.cfg.FaultRate = cmp.Or(o.faultRate, -1)                          // 0 on the command line: none
 	o.cfg.Policy.NoBudget = o.noBudget || !o.budget
 	o.cfg.Naive = o.naive
+	// The damage over time is drawn only beside a naive run.
+	o.cfg.Damage = o.plot != "" && (o.compare == "naive" || o.naive)
 	return o.cfg.Validate()
 }
 
-func chaosMain(ctx context.Context, env Env, tty bool, args []string) int {
+func chaosMain(ctx context.Context, env Env, tty display, args []string) int {
 	fs := newFlagSet("chaos")
 	o := chaosOpts{set: map[string]bool{}}
 	o.register(fs)
@@ -240,15 +276,18 @@ func chaosMain(ctx context.Context, env Env, tty bool, args []string) int {
 
 // runTasks runs the tasks scenario (and its naive comparison) and writes
 // its report and plot.
-func runTasks(ctx context.Context, env Env, tty bool, o *chaosOpts, red *chaos.Redactor, removePlot func()) int {
-	prog := chaos.NewProgress(env.Stderr, tty)
+func runTasks(ctx context.Context, env Env, tty display, o *chaosOpts, red *chaos.Redactor, removePlot func()) int {
+	prog := newProgress(env.Stderr, tty)
 	o.cfg.Progress = prog.Update
 	ours, err := chaos.Run(ctx, o.cfg)
 	var naive *chaos.RunReport
-	if err == nil && o.compare == "naive" && ctx.Err() == nil {
+	if err == nil && o.compare == "naive" && !ours.Interrupted {
 		ncfg := o.cfg
 		ncfg.Naive = true
 		naive, err = chaos.Run(ctx, ncfg)
+		if errors.Is(err, chaos.ErrInterrupted) {
+			naive, err = nil, nil // ours is the report: the comparison did not start
+		}
 	}
 	prog.Finish()
 	if err != nil {
@@ -283,15 +322,26 @@ func runTasks(ctx context.Context, env Env, tty bool, o *chaosOpts, red *chaos.R
 			fmt.Fprintf(env.Stdout, "\nplot written to %s\n", o.plot)
 		}
 	}
-	if !ours.OK || ours.Interrupted {
+	return tasksExit(ctx, ours, naive)
+}
+
+// tasksExit is the tasks scenario's exit code: 1 when our run broke an
+// invariant (even in a run cut short), else 130 when the run was
+// interrupted, else 0. The naive comparison run's violations are what it
+// is there to show: they never fail the command.
+func tasksExit(ctx context.Context, ours, naive *chaos.RunReport) int {
+	switch {
+	case ours.Invariants.Total() > 0:
 		return ExitFailed
+	case ours.Interrupted || (naive != nil && naive.Interrupted) || (naive == nil && ctx.Err() != nil):
+		return ExitInterrupted
 	}
 	return ExitOK
 }
 
 // runContention runs the contention scenario and writes its report and
 // plot. Each mode's run gets a progress display of its own.
-func runContention(ctx context.Context, env Env, tty bool, o *chaosOpts, red *chaos.Redactor, removePlot func()) int {
+func runContention(ctx context.Context, env Env, tty display, o *chaosOpts, red *chaos.Redactor, removePlot func()) int {
 	var prog *chaos.Progress
 	mode := ""
 	o.cfg.Progress = func(s chaos.Sample) {
@@ -301,7 +351,7 @@ func runContention(ctx context.Context, env Env, tty bool, o *chaosOpts, red *ch
 			}
 			mode = s.Mode
 			fmt.Fprintf(env.Stderr, "contention: %s\n", mode)
-			prog = chaos.NewProgress(env.Stderr, tty)
+			prog = newProgress(env.Stderr, tty)
 		}
 		prog.Update(s)
 	}
@@ -329,8 +379,11 @@ func runContention(ctx context.Context, env Env, tty bool, o *chaosOpts, red *ch
 			fmt.Fprintf(env.Stdout, "\nplot written to %s\n", o.plot)
 		}
 	}
-	if !r.OK {
+	switch {
+	case len(r.Problems) > 0:
 		return ExitFailed
+	case r.Interrupted:
+		return ExitInterrupted
 	}
 	return ExitOK
 }
@@ -356,6 +409,10 @@ func touchPlot(file string) (remove func(), err error) {
 }
 
 func chaosError(env Env, red *chaos.Redactor, err error) int {
+	if errors.Is(err, chaos.ErrInterrupted) {
+		fmt.Fprintln(env.Stderr, "chaos: "+err.Error())
+		return ExitInterrupted
+	}
 	msg := red.String(err.Error())
 	var ie *chaos.InputError
 	if errors.As(err, &ie) {
@@ -385,10 +442,4 @@ func dsnArg(args []string) string {
 		}
 	}
 	return dsn
-}
-
-// isTerminal reports whether w is a terminal, for the live progress bar.
-func isTerminal(w any) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
 }

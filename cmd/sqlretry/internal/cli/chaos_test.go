@@ -426,19 +426,19 @@ func TestChaosContentionSQLite(t *testing.T) {
 	}
 }
 
-// TestChaosContentionInterruptedExitsOne: a run whose context ends before
-// any mode ran reports it and exits 1, in text.
-func TestChaosContentionInterruptedExitsOne(t *testing.T) {
+// TestChaosContentionInterruptedBeforeStart: a run whose context ends
+// before any mode ran says so and exits 130, in text.
+func TestChaosContentionInterruptedBeforeStart(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var out, errb bytes.Buffer
 	code := Main(ctx, []string{"chaos", "--scenario", "contention", "--duration", "1s"}, &out, &errb)
-	if code != ExitFailed {
-		t.Fatalf("exit: got %d, want %d\nstdout: %s\nstderr: %s", code, ExitFailed, out.String(), errb.String())
+	if code != ExitInterrupted {
+		t.Fatalf("exit: got %d, want %d\nstdout: %s\nstderr: %s", code, ExitInterrupted, out.String(), errb.String())
 	}
-	if !strings.Contains(out.String(), "FAILED:\n  no mode ran") {
-		t.Errorf("report: want the failed check named, got\n%s", out.String())
+	if !strings.Contains(out.String(), "INTERRUPTED before any policy ran") || strings.Contains(out.String(), "success rate") {
+		t.Errorf("report: want the interruption named and no empty table, got\n%s", out.String())
 	}
 }
 
