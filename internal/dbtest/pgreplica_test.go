@@ -67,3 +67,56 @@ func TestPostgresReplica(t *testing.T) {
 		})
 	}
 }
+
+// TestPostgresReplicaPauseReplay: a paused standby receives the WAL but
+// does not apply it until replay resumes; a standby that stopped receiving
+// catches up once it receives again.
+func TestPostgresReplicaPauseReplay(t *testing.T) {
+	t.Parallel()
+	r := StartPostgresReplica(t, ReplicaOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	primary := open(t, "pgx", r.Primary.DSN())
+	mustExec(t, primary, "CREATE TABLE rep (v int)")
+	if err := pollCount(ctx, r.Standby.DSN(), 0, "SELECT count(*) FROM rep"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.PauseReplay(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := pollCount(ctx, r.Standby.DSN(), 1, "SELECT count(*) FROM (SELECT pg_get_wal_replay_pause_state() AS s) p WHERE s = 'paused'"); err != nil {
+		t.Fatal(err)
+	}
+	var lsn string
+	if err := primary.QueryRowContext(ctx, "INSERT INTO rep VALUES (1) RETURNING pg_current_wal_insert_lsn()::text").Scan(&lsn); err != nil {
+		t.Fatal(err)
+	}
+	// Received (and flushed) by the standby, yet not applied.
+	if err := pollCount(ctx, r.Standby.DSN(), 1, "SELECT count(*) FROM (SELECT pg_last_wal_receive_lsn() >= $1::pg_lsn AS got) s WHERE got", lsn); err != nil {
+		t.Fatal(err)
+	}
+	standby := open(t, "pgx", r.Standby.DSN())
+	var n int
+	if err := standby.QueryRowContext(ctx, "SELECT count(*) FROM rep").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("a paused standby shows %d rows of the WAL it received, want 0", n)
+	}
+	if err := r.ResumeReplay(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := pollCount(ctx, r.Standby.DSN(), 1, "SELECT count(*) FROM rep"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.StopReceiving(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, primary, "INSERT INTO rep VALUES (2)")
+	if err := r.ResumeReceiving(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := pollCount(ctx, r.Standby.DSN(), 2, "SELECT count(*) FROM rep"); err != nil {
+		t.Fatal(err)
+	}
+}
