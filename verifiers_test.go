@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -136,5 +137,60 @@ func TestVerifiersBeforeTx(t *testing.T) {
 	}
 	if err := beforeTx(context.Background(), plain, nil); err != nil {
 		t.Errorf("a verifier without BeforeTx: got %v", err)
+	}
+}
+
+// setupVerifier is tx_test.go's fakeVerifier with a BeforeTx that records
+// how many transactions had begun when it ran, and fails while fail > 0.
+type setupVerifier struct {
+	*fakeVerifier
+	beganBefore []int
+	fail        int
+}
+
+func (v *setupVerifier) BeforeTx(ctx context.Context, db *sql.DB) error {
+	v.beganBefore = append(v.beganBefore, v.srv.count("begin"))
+	if v.fail > 0 {
+		v.fail--
+		return errDeadlock
+	}
+	return nil
+}
+
+// TestRunTxCallsBeforeTx: RunTx calls a TxSetup verifier's BeforeTx before
+// each attempt opens its transaction; a failure of it fails that attempt
+// before BEGIN, and it is retried; an Op that settles a COMMIT itself (a
+// Verify, or Idempotent) does not use the verifier at all.
+func TestRunTxCallsBeforeTx(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		op         Op
+		faults     []*fault
+		fail       int
+		wantBefore []int
+		wantBegin  int
+	}{
+		{"first try", Write("t", nil), nil, 0, []int{0}, 1},
+		{"a deadlock victim: once per attempt", Write("t", nil), []*fault{{op: "exec", err: errDeadlock}}, 0, []int{0, 1}, 2},
+		{"BeforeTx fails: the attempt fails before BEGIN, and is retried", Write("t", nil), nil, 1, []int{0, 0}, 1},
+		{"an Op with a Verify: not called", Write("t", func(context.Context) (bool, error) { return false, nil }), nil, 0, nil, 1},
+		{"Idempotent: not called", Idempotent("t"), nil, 0, nil, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newFakeServer(tc.faults...)
+			db := sql.OpenDB(&fakeConnector{s: srv})
+			defer db.Close()
+			v := &setupVerifier{fakeVerifier: &fakeVerifier{srv: srv, want: 1}, fail: tc.fail}
+			p := testPolicy(t, Config{MaxRetries: 2, CommitVerifier: v})
+			if err := RunTx(context.Background(), db, p, tc.op, nil, addOne); err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(v.beganBefore); got != fmt.Sprint(tc.wantBefore) {
+				t.Errorf("transactions begun at each BeforeTx: got %v, want %v", got, tc.wantBefore)
+			}
+			if got := srv.count("begin"); got != tc.wantBegin || srv.get("n") != 1 {
+				t.Errorf("got %d transactions begun and n = %d, want %d and 1", got, srv.get("n"), tc.wantBegin)
+			}
+		})
 	}
 }
