@@ -117,7 +117,7 @@ func galeraPorts(t testing.TB) [][3]int {
 // node builds (but does not start) node i of the cluster.
 func (g *Galera) node(i int, server, provider, tmpl string, ports [][3]int) *Server {
 	dir, copyTime := serverDir(g.t, fmt.Sprintf("sqlretry-galera%d-", i), tmpl, nil)
-	asUser, err := galeraUser(dir)
+	cred, err := galeraUser(dir)
 	if err != nil {
 		g.t.Fatalf("dbtest: Galera node %d: %v", i, err)
 	}
@@ -141,13 +141,14 @@ func (g *Galera) node(i int, server, provider, tmpl string, ports [][3]int) *Ser
 		"innodb-autoinc-lock-mode": "2",
 		"default-storage-engine":   "InnoDB",
 	})
-	argv := mariadbArgv(server, dir, asUser, settings)
+	argv := mariadbArgv(server, dir, nil, settings)
 	newCluster := g.newCluster[i]
 	return &Server{
 		kind:     "MariaDB Galera node " + strconv.Itoa(i),
 		dir:      dir,
 		logPath:  filepath.Join(dir, "server.log"),
 		driver:   "mysql",
+		cred:     cred,
 		stopSig:  syscall.SIGTERM,
 		copyTime: copyTime,
 		argv: func(port int) []string {
@@ -167,12 +168,15 @@ func (g *Galera) node(i int, server, provider, tmpl string, ports [][3]int) *Ser
 	}
 }
 
-// galeraUser returns the --user option of a node whose directory is dir.
-// As root, the node runs as mysql and dir becomes mysql's: the joiner's SST
-// script starts an rsync daemon, which as root would switch to nobody and
-// then could not write the data directory. As anyone else the node runs as
-// that user, and so does the daemon.
-func galeraUser(dir string) ([]string, error) {
+// galeraUser returns the credential a node whose directory is dir runs
+// with. As root, the node runs as mysql and dir becomes mysql's: the
+// joiner's SST script starts an rsync daemon, which as root would switch to
+// nobody and then could not write the data directory. The switch is made by
+// the fork (SysProcAttr.Credential), not by mariadbd's --user: a process
+// that changes its own credentials loses its parent-death signal, and a node
+// would then outlive a test binary that crashed. As anyone else the node
+// runs as that user (nil).
+func galeraUser(dir string) (*syscall.Credential, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
 	}
@@ -188,7 +192,7 @@ func galeraUser(dir string) ([]string, error) {
 		}
 		return os.Lchown(path, uid, gid)
 	})
-	return []string{"--user=mysql"}, err
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, err
 }
 
 // galeraProvider finds libgalera_smm.so.
