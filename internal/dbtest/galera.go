@@ -81,8 +81,11 @@ func StartGalera(t testing.TB) *Galera {
 		g.newCluster = append(g.newCluster, new(atomic.Bool))
 		g.newCluster[i].Store(i == 0)
 		s := g.node(i, server, provider, tmpl, ports)
-		t.Cleanup(func() { killGroup(s) }) // runs before launch's cleanup
 		g.Nodes = append(g.Nodes, launch(t, s))
+		// Registered after launch's cleanup, so it runs first (cleanups
+		// run last-in first-out), while the node's pid still names its
+		// process group.
+		t.Cleanup(func() { killGroup(s) })
 		g.newCluster[i].Store(false)
 		if err := g.WaitSynced(i, i+1); err != nil {
 			t.Fatalf("dbtest: Galera node %d did not join: %v\n%s", i, err, s.logSince(0))
