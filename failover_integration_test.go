@@ -13,7 +13,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -572,4 +574,71 @@ func TestFailoverMariaDBSemiSync(t *testing.T) {
 // already.
 func TestFailoverMariaDBSemiSyncStreaming(t *testing.T) {
 	testFailoverMariaDB(t, myMode{semiSync: true})
+}
+
+// pgCrashRig is a single throwaway PostgreSQL server whose "failover" is a
+// crash and restart on the same timeline (issue 14 §4): stop -m immediate
+// loses the WAL not yet written out, crash recovery hands out again the ids
+// that only the lost WAL named, and new transactions take them before any
+// verifier answers. No COMMIT that was acknowledged is lost
+// (synchronous_commit is on, and an immediate stop keeps what was written).
+func pgCrashRig(t *testing.T) failoverRig {
+	srv := dbtest.StartPostgres(t)
+	db := openDB(t, "pgx", srv.DSN())
+	mustExec(t, db, "CREATE TABLE f (v bigint)")
+	failover := func(ctx context.Context) error {
+		var last int64
+		if err := db.QueryRowContext(ctx, "SELECT pg_current_xact_id()::text::bigint").Scan(&last); err != nil {
+			return err
+		}
+		if err := srv.StopImmediate(); err != nil {
+			return err
+		}
+		if err := srv.Start(); err != nil {
+			return err
+		}
+		return takeXids(ctx, srv.DSN(), last+4*failoverCallers)
+	}
+	rows := func(ctx context.Context) (map[int64]int, error) {
+		return countValues(ctx, db, "SELECT v, count(*) FROM f GROUP BY v")
+	}
+	return failoverRig{db: db, insert: "INSERT INTO f (v) VALUES ($1)", failover: failover, rows: rows}
+}
+
+// TestCrashRestartPostgres: the callers run while the server crashes and
+// restarts on the same timeline, with each PostgreSQL verifier (and, as
+// controls, the issue's verifiers: the id alone, the id and timeline).
+func TestCrashRestartPostgres(t *testing.T) {
+	cases := append(slices.Clone(pgFailoverCases),
+		failoverCase{"control: pg_xact_status checking the timeline alone", func() sr.CommitVerifier { return timelineOnlyVerifier{} }, true})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			runFailoverCase(t, tc, pgCrashRig, postgres.Classifier)
+		})
+	}
+}
+
+// timelineOnlyVerifier is postgres.CommitVerifier before issue 14 §4: it
+// checks that the server is on the timeline the id was taken on, which a
+// crash and restart does not change.
+type timelineOnlyVerifier struct{}
+
+const timelineOnly = "substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)"
+
+func (timelineOnlyVerifier) Mark(ctx context.Context, tx *sql.Tx) (string, error) {
+	var mark string
+	err := tx.QueryRowContext(ctx, "SELECT pg_current_xact_id()::text || '@' || "+timelineOnly).Scan(&mark)
+	return mark, err
+}
+
+func (timelineOnlyVerifier) Committed(ctx context.Context, db *sql.DB, mark string) (bool, error) {
+	xid, timeline, _ := strings.Cut(mark, "@")
+	var now string
+	if err := db.QueryRowContext(ctx, "SELECT "+timelineOnly).Scan(&now); err != nil {
+		return false, err
+	}
+	if now != timeline {
+		return false, postgres.ErrHistoryChanged
+	}
+	return idOnlyVerifier{}.Committed(ctx, db, xid)
 }
