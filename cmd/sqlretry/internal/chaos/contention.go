@@ -383,6 +383,9 @@ func (pr *pairRun) drive(ctx context.Context) (time.Duration, bool) {
 		if pr.elapsed() >= pr.cfg.Duration {
 			return pr.cfg.Duration, false
 		}
+		if ctx.Err() != nil { // checked before the select, which picks at random
+			return min(pr.elapsed(), pr.cfg.Duration), true
+		}
 		select {
 		case <-ctx.Done():
 			return min(pr.elapsed(), pr.cfg.Duration), true

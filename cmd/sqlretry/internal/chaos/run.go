@@ -339,6 +339,9 @@ func (h *harness) drive(ctx context.Context) (time.Duration, bool) {
 		if el >= h.cfg.Duration {
 			return h.cfg.Duration, false
 		}
+		if ctx.Err() != nil { // checked before the select, which picks at random
+			return min(h.elapsed(), h.cfg.Duration), true
+		}
 		select {
 		case <-ctx.Done():
 			return min(h.elapsed(), h.cfg.Duration), true

@@ -3,16 +3,24 @@ package cli
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"image/png"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/creack/pty"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
+
+	"github.com/sqlretry/sqlretry/cmd/sqlretry/internal/chaos"
 	"github.com/sqlretry/sqlretry/internal/dbtest"
 )
 
@@ -261,6 +269,12 @@ func TestChaosBadInput(t *testing.T) {
 		{"contention with --naive", []string{"--scenario", "contention", "--naive"}, "--naive"},
 		{"contention with a fault not on COMMIT", []string{"--scenario", "contention", "--faults", "hang"}, "--faults"},
 		{"contention needs a dsn for postgres", []string{"--scenario", "contention", "--engine", "postgres"}, "--dsn"},
+		{"mysql engine, postgres dsn", []string{"--engine", "mysql", "--dsn", "postgres://app:" + secret + "@127.0.0.1:5432/test"}, "the DSN looks like PostgreSQL's (a postgres:// URL) and --engine says mysql"},
+		{"postgres engine, mysql dsn", []string{"--engine", "postgres", "--dsn", "app:" + secret + "@tcp(127.0.0.1:3306)/test"}, "looks like MySQL/MariaDB's"},
+		{"sqlserver dsn", []string{"--dsn", "sqlserver://sa:" + secret + "@127.0.0.1"}, "--engine"},
+		{"mysql engine, sqlite file", []string{"--engine", "mysql", "--dsn", "/tmp/chaos.db"}, "looks like SQLite's (a file path)"},
+		{"verifier", []string{"--verifier", "psychic"}, "--verifier"},
+		{"xact verifier on sqlite", []string{"--verifier", "xact"}, "--verifier"},
 		{"contention, unreachable postgres", []string{"--scenario", "contention", "--dsn", "postgres://app:" + secret + "@127.0.0.1:1/db?sslmode=disable&connect_timeout=2"}, "--dsn"},
 	}
 	for _, c := range cases {
@@ -465,5 +479,386 @@ func TestChaosContentionServers(t *testing.T) {
 				t.Errorf("settings: got %q, want %s", d.Settings, c.setting)
 			}
 		})
+	}
+}
+
+// recordWriter keeps each Write it is given apart.
+type recordWriter struct{ writes []string }
+
+func (r *recordWriter) Write(p []byte) (int, error) {
+	r.writes = append(r.writes, string(p))
+	return len(p), nil
+}
+
+// TestRedactWriterPassesFramesAtOnce: a progress frame (a carriage return,
+// the frame, no line end) reaches the terminal in the Write that carries
+// it, not when the next frame arrives (issue 18, finding 1: every frame
+// was wiped the moment it showed).
+func TestRedactWriterPassesFramesAtOnce(t *testing.T) {
+	rec := &recordWriter{}
+	w := &redactWriter{w: rec, red: chaos.NewRedactor("postgres://app:hunter2@db/x")}
+	for i, frame := range []string{"\r[>   ]   0% ops 1\x1b[K", "\r[=>  ]  25% ops 9\x1b[K"} {
+		if _, err := w.Write([]byte(frame)); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(rec.writes, ""); !strings.HasSuffix(got, frame) {
+			t.Errorf("after frame %d: the terminal got %q, want it to end with the frame %q", i, got, frame)
+		}
+	}
+}
+
+// TestRedactWriterSplitSecret: a password split across writes, at every
+// byte, never reaches the terminal, and the text around it arrives whole.
+func TestRedactWriterSplitSecret(t *testing.T) {
+	const secret = "hunter2"
+	text := "\rdial app:" + secret + "@db failed; again " + secret + "\n"
+	for cut := 0; cut <= len(text); cut++ {
+		var out bytes.Buffer
+		w := &redactWriter{w: &out, red: chaos.NewRedactor("postgres://app:" + secret + "@db/x")}
+		_, _ = w.Write([]byte(text[:cut]))
+		_, _ = w.Write([]byte(text[cut:]))
+		w.Flush()
+		want := strings.ReplaceAll(text, secret, "xxxxx")
+		if out.String() != want {
+			t.Errorf("cut at %d: got %q, want %q", cut, out.String(), want)
+		}
+	}
+	// Byte by byte, the secret is never written, even in part at the end.
+	var out bytes.Buffer
+	w := &redactWriter{w: &out, red: chaos.NewRedactor("postgres://app:" + secret + "@db/x")}
+	for i := range len(text) {
+		_, _ = w.Write([]byte{text[i]})
+		if strings.Contains(out.String(), "hunter") {
+			t.Fatalf("after byte %d the terminal holds %q: part of the password", i, out.String())
+		}
+	}
+}
+
+// screen is what a terminal shows of a byte stream: lines, a carriage
+// return back to the line's start, "erase to the end of the line"
+// (ESC [ K); other escape sequences are dropped.
+type screen struct {
+	lines []string
+	col   int
+}
+
+func (s *screen) write(b []byte) {
+	if len(s.lines) == 0 {
+		s.lines = []string{""}
+	}
+	for i := 0; i < len(b); i++ {
+		cur := &s.lines[len(s.lines)-1]
+		switch c := b[i]; {
+		case c == '\r':
+			s.col = 0
+		case c == '\n':
+			s.lines, s.col = append(s.lines, ""), 0
+		case c == 0x1b && i+1 < len(b) && b[i+1] == '[':
+			j := i + 2
+			for j < len(b) && (b[j] < 0x40 || b[j] > 0x7e) {
+				j++
+			}
+			if j < len(b) && b[j] == 'K' {
+				*cur = (*cur)[:min(s.col, len(*cur))]
+			}
+			i = j
+		default:
+			line := []byte(*cur)
+			for len(line) < s.col {
+				line = append(line, ' ')
+			}
+			if s.col < len(line) {
+				line[s.col] = c
+			} else {
+				line = append(line, c)
+			}
+			*cur, s.col = string(line), s.col+1
+		}
+	}
+}
+
+// current is the line the cursor is on.
+func (s *screen) current() string {
+	if len(s.lines) == 0 {
+		return ""
+	}
+	return s.lines[len(s.lines)-1]
+}
+
+// TestChaosProgressOnATerminal runs the command with its standard error on
+// a pseudo-terminal, as a person sees it: the progress line shows frames
+// while the run goes on (the run is interrupted once two different frames
+// have been seen on the screen; it would otherwise last a minute), and
+// after the interrupt the last frame stays where the run was, not at 100 %,
+// and the terminal shows nothing stray.
+func TestChaosProgressOnATerminal(t *testing.T) {
+	t.Parallel()
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pseudo-terminal here: %v", err)
+	}
+	defer ptmx.Close()
+	defer tty.Close()
+	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 50, Cols: 160}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	scr := &screen{}
+	seen := map[string]bool{}
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(buf)
+			scr.write(buf[:n])
+			if line := scr.current(); strings.Contains(line, "ops ") && strings.Contains(line, "budget") {
+				seen[line] = true
+				if len(seen) >= 2 {
+					cancel() // two frames showed during the run: Ctrl-C
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var out bytes.Buffer
+	code := Main(ctx, []string{"chaos", "--duration", "1m", "--outage", "none", "--seed", "3"}, &out, tty)
+	_ = tty.Close()
+	<-read
+	if len(seen) < 2 {
+		t.Fatalf("the terminal showed %d progress frames during the run, want at least 2; screen:\n%s", len(seen), strings.Join(scr.lines, "\n"))
+	}
+	if code != ExitInterrupted {
+		t.Errorf("exit: got %d, want %d (interrupted)\nstdout: %s", code, ExitInterrupted, out.String())
+	}
+	var last string
+	for _, l := range scr.lines {
+		if strings.Contains(l, "ops ") {
+			last = l
+		}
+	}
+	if strings.Contains(last, "100%") || !strings.Contains(last, "/60s") || !strings.HasPrefix(last, "[") {
+		t.Errorf("last frame on the screen: got %q, want the bar where the run stopped, short of 100%%", last)
+	}
+	if rest := strings.TrimSpace(scr.current()); rest != "" {
+		t.Errorf("after the run the terminal's line holds %q, want nothing stray", rest)
+	}
+	if !strings.Contains(out.String(), "INTERRUPTED after ") {
+		t.Errorf("report: want the interruption named, got\n%s", out.String())
+	}
+}
+
+// cancelOnWrite calls cancel on the first write that contains marker: a
+// Ctrl-C injected once the run shows progress.
+type cancelOnWrite struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	marker string
+	cancel context.CancelFunc
+}
+
+func (w *cancelOnWrite) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if strings.Contains(w.buf.String(), w.marker) {
+		w.cancel()
+	}
+	return len(p), nil
+}
+
+// TestChaosInterrupted interrupts each scenario once it shows progress (its
+// planned length is ten minutes): the command exits 130, the JSON says
+// interrupted, not ok, with the time actually run, and lists no outage
+// that did not start; the text names the interruption.
+func TestChaosInterrupted(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{"tasks", nil},
+		{"contention", []string{"--scenario", "contention"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			for _, format := range []string{"json", "text"} {
+				ctx, cancel := context.WithCancel(context.Background())
+				errw := &cancelOnWrite{marker: "ops ", cancel: cancel}
+				var out bytes.Buffer
+				args := append([]string{"chaos", "--duration", "10m", "--seed", "2"}, c.args...)
+				if format == "json" {
+					args = append(args, "--json")
+				}
+				code := Main(ctx, args, &out, errw)
+				cancel()
+				if code != ExitInterrupted {
+					t.Fatalf("%s: exit: got %d, want %d\nstdout: %s\nstderr: %s", format, code, ExitInterrupted, out.String(), errw.buf.String())
+				}
+				if format == "text" {
+					if !strings.Contains(out.String(), "INTERRUPTED") || strings.Contains(out.String(), "\nOK: ") {
+						t.Errorf("text: want the interruption named and no OK, got\n%s", out.String())
+					}
+					continue
+				}
+				checkInterruptedJSON(t, out.Bytes())
+			}
+		})
+	}
+}
+
+// checkInterruptedJSON asserts an interrupted run's document.
+func checkInterruptedJSON(t *testing.T, doc []byte) {
+	t.Helper()
+	var d struct {
+		Interrupted bool  `json:"interrupted"`
+		OK          bool  `json:"ok"`
+		DurationMS  int64 `json:"duration_ms"`
+		PlannedMS   int64 `json:"planned_duration_ms"`
+		Outage      struct {
+			Windows []struct {
+				OffsetMS int64 `json:"offset_ms"`
+			} `json:"windows"`
+		} `json:"outage"`
+		Modes []struct {
+			DurationMS int64 `json:"duration_ms"`
+		} `json:"modes"`
+	}
+	if err := json.Unmarshal(doc, &d); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, doc)
+	}
+	if !d.Interrupted || d.OK {
+		t.Errorf("got interrupted %t, ok %t; want interrupted, not ok", d.Interrupted, d.OK)
+	}
+	ran := d.DurationMS
+	for _, m := range d.Modes {
+		ran = m.DurationMS // contention: the mode that was interrupted
+	}
+	if ran >= (10 * time.Minute).Milliseconds() {
+		t.Errorf("duration: got %d ms, want the time actually run, less than the 10 min planned", ran)
+	}
+	for _, w := range d.Outage.Windows {
+		if w.OffsetMS > ran {
+			t.Errorf("outage at %d ms reported as happened, in a run that stopped at %d ms", w.OffsetMS, ran)
+		}
+	}
+}
+
+// settlementDoc is a mode's commit_settlement in the --json document.
+type settlementDoc struct {
+	Verifier       string `json:"verifier"`
+	Ambiguous      int64  `json:"ambiguous_commits"`
+	Applied        int64  `json:"settled_applied"`
+	NotApplied     int64  `json:"settled_not_applied"`
+	StillAmbiguous int64  `json:"still_ambiguous"`
+	Wrong          int64  `json:"wrong"`
+	Checked        int64  `json:"checked"`
+}
+
+// TestChaosContentionSettlesCommits runs the contention scenario on each
+// engine with many ambiguous COMMITs (a third of them fail with the
+// connection reset, half of those after committing): with the default
+// verifier, sqlretry and the old defaults settle every one both ways, and
+// the database bears out every verdict; with --verifier none they are left
+// ambiguous, and nothing is settled.
+func TestChaosContentionSettlesCommits(t *testing.T) {
+	cases := []struct {
+		engine string
+		dsn    func(testing.TB) string
+	}{
+		{"sqlite", func(testing.TB) string { return "" }},
+		{"postgres", dbtest.PostgresDSN},
+		{"mysql", dbtest.MySQLDSN},
+	}
+	for _, c := range cases {
+		t.Run(c.engine, func(t *testing.T) {
+			t.Parallel()
+			for _, verifier := range []string{"auto", "none"} {
+				args := []string{"--scenario", "contention", "--engine", c.engine, "--duration", "1s", "--workers", "4", "--seed", "6", "--fault-rate", "0.3", "--verifier", verifier, "--json"}
+				if dsn := c.dsn(t); dsn != "" {
+					args = append(args, "--dsn", dsn)
+				}
+				code, out, errs := runChaosCLI(t, args...)
+				if code != ExitOK {
+					t.Fatalf("--verifier %s: exit %d, want 0\nstdout: %s\nstderr: %s", verifier, code, out, errs)
+				}
+				var d struct {
+					Modes []struct {
+						Mode       string        `json:"mode"`
+						Settlement settlementDoc `json:"commit_settlement"`
+					} `json:"modes"`
+				}
+				if err := json.Unmarshal([]byte(out), &d); err != nil || len(d.Modes) != 3 {
+					t.Fatalf("--json: %v, %d modes\n%s", err, len(d.Modes), out)
+				}
+				for _, m := range d.Modes[:2] { // sqlretry, old defaults
+					checkSettlement(t, c.engine+" "+m.Mode+" --verifier "+verifier, m.Settlement, verifier == "none")
+				}
+				if s := d.Modes[2].Settlement; s.Applied+s.NotApplied+s.StillAmbiguous != 0 || s.Ambiguous == 0 {
+					t.Errorf("blind loop: got %+v, want ambiguous COMMITs replayed, none settled", s)
+				}
+			}
+		})
+	}
+}
+
+// checkSettlement asserts one mode's settlement: every ambiguous COMMIT
+// accounted for, each verdict checked and none wrong; settled both ways
+// with a verifier, left ambiguous without one.
+func checkSettlement(t *testing.T, name string, s settlementDoc, none bool) {
+	t.Helper()
+	t.Logf("%s: %+v", name, s)
+	if s.Ambiguous == 0 || s.Applied+s.NotApplied+s.StillAmbiguous != s.Ambiguous {
+		t.Errorf("%s: got %+v, want ambiguous COMMITs, each settled or left ambiguous", name, s)
+	}
+	if s.Wrong != 0 || s.Checked != s.Applied+s.NotApplied {
+		t.Errorf("%s: %d of %d verdicts wrong (%d given); want every verdict checked, none wrong", name, s.Wrong, s.Checked, s.Applied+s.NotApplied)
+	}
+	switch {
+	case none && (s.Verifier != "none" || s.Applied+s.NotApplied != 0 || s.StillAmbiguous == 0):
+		t.Errorf("%s: got %+v, want nothing settled and the ambiguous COMMITs told ErrAmbiguous", name, s)
+	case !none && (s.Applied == 0 || s.NotApplied == 0 || s.StillAmbiguous != 0):
+		t.Errorf("%s: got %+v, want COMMITs settled applied and not applied, none left ambiguous", name, s)
+	}
+}
+
+// TestChaosRefusesTLSThroughTheProxy: a run whose DSN asks for TLS, on a
+// server that offers it, is refused as bad input before the workload
+// starts: the proxy cannot see COMMITs inside TLS.
+func TestChaosRefusesTLSThroughTheProxy(t *testing.T) {
+	t.Parallel()
+	dsn := dbtest.PostgresDSN(t)
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ssl string
+	err = db.QueryRowContext(context.Background(), "SHOW ssl").Scan(&ssl)
+	db.Close()
+	if err != nil || ssl != "on" {
+		t.Skipf("the local PostgreSQL offers no TLS (SHOW ssl: %q, %v)", ssl, err)
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("sslmode", "require")
+	u.RawQuery = q.Encode()
+	code, out, errs := runChaosCLI(t, "--dsn", u.String(), "--duration", "1s")
+	if code != ExitBadInput {
+		t.Fatalf("exit: got %d, want %d\nstdout: %s\nstderr: %s", code, ExitBadInput, out, errs)
+	}
+	for _, want := range []string{"--dsn", "TLS", "cannot see COMMITs", "sslmode=disable", "--no-proxy"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("stderr: got %q, want it to say %q", errs, want)
+		}
+	}
+	// With --no-proxy there is no proxy to blind: the run goes ahead.
+	if code, out, errs := runChaosCLI(t, "--dsn", u.String(), "--duration", "1s", "--no-proxy", "--outage", "none", "--json"); code != ExitOK {
+		t.Errorf("--no-proxy: exit %d, want 0\nstdout: %s\nstderr: %s", code, out, errs)
 	}
 }
