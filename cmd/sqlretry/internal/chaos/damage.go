@@ -86,5 +86,5 @@ func toldErr(e taskstore.Entry) error {
 	return errors.New(e.Err)
 }
 
-// elapsedMS is a point's time, for the plot.
+// elapsed is a point's time, for the plot.
 func (p DamagePoint) elapsed() time.Duration { return time.Duration(p.ElapsedMS) * time.Millisecond }

@@ -27,8 +27,10 @@ var (
 
 // WritePlot draws ours (and naive, if not nil, as a second column) to
 // path, a .png or .svg file: throughput, attempts per second and injected
-// faults per second over time, and below them the retry budget's level,
-// with the outages shaded.
+// faults per second over time; then, for runs that counted it
+// (Config.Damage), the damage over time: writes lost, applied twice and
+// misreported, on one scale for both columns; and the retry budget's
+// level. The outages are shaded.
 func WritePlot(path string, ours, naive *RunReport) error {
 	ext := strings.ToLower(filepath.Ext(path))
 	if ext != ".png" && ext != ".svg" {
@@ -54,7 +56,18 @@ func DrawPlot(w io.Writer, format string, ours, naive *RunReport) error {
 	if naive != nil {
 		runs = append(runs, naive)
 	}
-	grid := make([][]*plot.Plot, 2)
+	damage, ymax := false, 1
+	for _, r := range runs {
+		damage = damage || r.Damage != nil
+		for _, p := range r.Damage {
+			ymax = max(ymax, p.Lost, p.AppliedTwice, p.Misreported)
+		}
+	}
+	rows := 2
+	if damage {
+		rows = 3
+	}
+	grid := make([][]*plot.Plot, rows)
 	for row := range grid {
 		grid[row] = make([]*plot.Plot, len(runs))
 	}
@@ -63,9 +76,66 @@ func DrawPlot(w io.Writer, format string, ours, naive *RunReport) error {
 		if err != nil {
 			return err
 		}
-		grid[0][col], grid[1][col] = top, bottom
+		grid[0][col], grid[rows-1][col] = top, bottom
+		if damage {
+			if grid[1][col], err = damagePlot(r, float64(ymax)*1.35); err != nil {
+				return err
+			}
+		}
 	}
-	return renderGrid(w, format, grid, vg.Length(len(runs))*16*vg.Centimeter, 18*vg.Centimeter)
+	return renderGrid(w, format, grid, vg.Length(len(runs))*16*vg.Centimeter, vg.Length(rows)*9*vg.Centimeter)
+}
+
+var (
+	colLost        = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
+	colTwice       = color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}
+	colMisreported = color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}
+)
+
+// damagePlot draws r's damage over time on a y axis up to ymax, shared by
+// the columns so that a run without damage shows flat beside one with.
+func damagePlot(r *RunReport, ymax float64) (*plot.Plot, error) {
+	p := plot.New()
+	p.X.Label.Text = "seconds"
+	p.Y.Label.Text = "violations so far"
+	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, float64(r.DurationMS)/1000, 0, ymax
+	last := DamagePoint{}
+	if n := len(r.Damage); n > 0 {
+		last = r.Damage[n-1]
+	}
+	p.Title.Text = fmt.Sprintf("damage, %s: %d lost, %d applied twice, %d misreported", r.Mode, last.Lost, last.AppliedTwice, last.Misreported)
+	if r.DamageUntimed > 0 {
+		p.Title.Text += fmt.Sprintf(" (+%d seen only in the final tables)", r.DamageUntimed)
+	}
+	shade(p, r, ymax)
+	series := []struct {
+		name  string
+		col   color.Color
+		value func(DamagePoint) int
+		dash  []vg.Length
+	}{
+		{"lost (told OK, not stored)", colLost, func(d DamagePoint) int { return d.Lost }, nil},
+		{"applied twice", colTwice, func(d DamagePoint) int { return d.AppliedTwice }, []vg.Length{vg.Points(5), vg.Points(2)}},
+		{"misreported (told failed, applied)", colMisreported, func(d DamagePoint) int { return d.Misreported }, []vg.Length{vg.Points(2), vg.Points(2)}},
+	}
+	for _, s := range series {
+		xys := make(plotter.XYs, len(r.Damage))
+		for i, d := range r.Damage {
+			xys[i] = plotter.XY{X: d.elapsed().Seconds(), Y: float64(s.value(d))}
+		}
+		if len(xys) == 0 {
+			continue
+		}
+		l, err := plotter.NewLine(xys)
+		if err != nil {
+			return nil, err
+		}
+		l.Color, l.Width, l.Dashes = s.col, vg.Points(1.6), s.dash
+		p.Add(l)
+		p.Legend.Add(s.name, l)
+	}
+	p.Legend.Top, p.Legend.Left = true, true
+	return p, nil
 }
 
 // renderGrid draws a grid of plots (rows of equal length), aligned, on a

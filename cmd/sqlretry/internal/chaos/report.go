@@ -541,7 +541,7 @@ func (r *RunReport) writeInvariants(w io.Writer) {
 		return
 	}
 	n := min(len(r.Problems), shownProblems)
-	fmt.Fprintf(w, "the first %d of the %d problems the check describes (it describes at most 20; --json lists them all):\n", n, len(r.Problems))
+	fmt.Fprintf(w, "the first %d of %d problem lines (the check writes one per violation, up to 20; run with --json to see every line):\n", n, len(r.Problems))
 	for _, p := range r.Problems[:n] {
 		fmt.Fprintln(w, "  "+p)
 	}
