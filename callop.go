@@ -54,17 +54,26 @@ func WithOp(ctx context.Context, op Op) context.Context {
 	return context.WithValue(ctx, opKey{}, &attached{op: op})
 }
 
-// takeOp returns the Op attached to ctx if in is the first write made with
-// it, or nil.
-func takeOp(ctx context.Context, in sqltext.Info) *Op {
-	if in.ReadOnly {
+// takeOp takes the Op attached to ctx if in is the first write made with
+// it, or returns nil. A statement the driver skips (driver.ErrSkip, which
+// database/sql answers by running it again as a prepared statement) gives
+// it back with release: the Op belongs to the run that happens.
+func takeOp(ctx context.Context, in sqltext.Info) *attached {
+	if in.ReadOnly || !opsAttached.Load() {
 		return nil
 	}
-	op, ok := TakeOp(ctx)
-	if !ok {
+	a, ok := ctx.Value(opKey{}).(*attached)
+	if !ok || !a.used.CompareAndSwap(false, true) {
 		return nil
 	}
-	return &op
+	return a
+}
+
+// release gives back an Op taken for a statement that did not run.
+func (a *attached) release() {
+	if a != nil {
+		a.used.Store(false)
+	}
 }
 
 // HasOp reports whether ctx carries an Op attached with [WithOp] that no
@@ -99,10 +108,11 @@ func TakeOp(ctx context.Context) (op Op, ok bool) {
 
 // attachedOp revises the Connector's op for a statement with the Op the
 // caller attached to it, if any.
-func (c *connector) attachedOp(u *Op, op Op) Op {
-	if u == nil {
+func (c *connector) attachedOp(a *attached, op Op) Op {
+	if a == nil {
 		return op
 	}
+	u := &a.op
 	if u.Name != "" {
 		op.Name = u.Name
 	}

@@ -430,7 +430,11 @@ func (c *conn) call(ctx context.Context, r *call) error {
 	in, pinned := c.prologue(r.query, r.info)
 	own := takeOp(ctx, in)
 	if pinned {
-		return c.callPinned(ctx, r, in)
+		err := c.callPinned(ctx, r, in)
+		if err == driver.ErrSkip {
+			own.release()
+		}
+		return err
 	}
 	p := c.c.p
 	p.countCall()
@@ -442,6 +446,7 @@ func (c *conn) call(ctx context.Context, r *call) error {
 			return nil
 		}
 		if err == driver.ErrSkip {
+			own.release()
 			return err
 		}
 	}
@@ -457,13 +462,33 @@ func (c *conn) call(ctx context.Context, r *call) error {
 	if rr.rows {
 		attempt = c.timed(ctx, attempt)
 	}
-	if err = c.retry(ctx, c.c.attachedOp(own, c.c.stmtOp(r.query, in)), err, attempt); err != nil {
+	op := c.c.attachedOp(own, c.c.stmtOp(r.query, in))
+	if err = c.retry(ctx, op, err, attempt); err != nil {
+		if err == driver.ErrSkip {
+			own.release()
+		}
 		return err
 	}
 	*r = rr
+	if r.out == nil && r.res == nil {
+		// No attempt succeeded: a verify found the write applied. What it
+		// would have returned was never read.
+		if r.rows {
+			return &Error{Op: op.Name, Cause: ErrValueUnknown}
+		}
+		r.res = unknownResult{}
+	}
 	r.watch(ctx, in)
 	return nil
 }
+
+// unknownResult is the Result of a statement a verify found applied after
+// an attempt whose outcome was unknown: the count and id it would have
+// reported were never read.
+type unknownResult struct{}
+
+func (unknownResult) LastInsertId() (int64, error) { return 0, ErrValueUnknown }
+func (unknownResult) RowsAffected() (int64, error) { return 0, ErrValueUnknown }
 
 // callPinned runs a pinned statement once, as it is. One that may commit as
 // it ends (autocommit, for all the layer knows) keeps the Policy's

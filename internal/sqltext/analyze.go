@@ -96,7 +96,7 @@ func shapeIn(text string, d dialect) (multi, opaque, txControl bool) {
 			if n.kind == tokEOF || n.kind == tokInvalid {
 				return parts > 1 || l.unsure && d != anyDialect, opaque, txControl
 			}
-			if n.kind == tokWord || n.kind == tokQuoted {
+			if (n.kind == tokWord || n.kind == tokQuoted) && !l.notACall(n) {
 				for _, w := range txWords {
 					if l.isNameAny(n, w) {
 						txControl = true

@@ -37,6 +37,35 @@ const (
 	SQLite           // no procedures
 )
 
+// straysAct reports whether a word of transaction control inside a
+// statement can act on the session: on SQL Server, whose batches need no
+// ";" between statements (UPDATE t SET a = 1 COMMIT), and on SQLite, whose
+// INSERT OR ROLLBACK rolls the transaction back. On PostgreSQL and MySQL a
+// statement starts only after a ";": ON COMMIT DROP or a column named
+// begin changes nothing.
+func (e Engine) straysAct() bool { return e != Postgres && e != MySQL }
+
+// hasAutocommitMode reports whether the engine's sessions can turn
+// autocommit off (MySQL's SET autocommit, SQL Server's
+// IMPLICIT_TRANSACTIONS). On PostgreSQL and SQLite nothing can, and a
+// session taken as "autocommit may be off" could never be cleared: it
+// would stay pinned, without retries, until it closed.
+func (e Engine) hasAutocommitMode() bool { return e != Postgres && e != SQLite }
+
+// notACall reports whether t, at this lexer's position, is EXEC or EXECUTE
+// standing as a word of another statement rather than starting a call:
+// PostgreSQL's CREATE TRIGGER … EXECUTE FUNCTION f(), GRANT or REVOKE
+// EXECUTE ON …, a privilege list (GRANT SELECT, EXECUTE ON …). A T-SQL
+// EXEC is never followed by ON, FUNCTION or PROCEDURE (reserved words) or
+// a comma.
+func (l *lexer) notACall(t token) bool {
+	if t.kind != tokWord || !l.isAny(t, "exec", "execute") {
+		return false
+	}
+	n := l.peek()
+	return l.punct(n, ',') || n.kind == tokWord && l.isAny(n, "on", "function", "procedure")
+}
+
 // NewSession returns the state of a new session on engine: autocommit on
 // with no transaction open when autocommit is true, autocommit off when it
 // is false. A session whose state could not be read should be started
@@ -116,12 +145,13 @@ func (s Session) After(text string, failed bool) Session {
 		s, c, m = s.apply(l, first)
 		tx, mode = tx || c, mode || m
 	})
-	if stray || s.hidden(text) {
+	if stray && s.engine.straysAct() || s.hidden(text) {
 		// A word of transaction control inside a statement (a T-SQL batch
-		// with no ";", SQLite's INSERT OR ROLLBACK, ON COMMIT DROP), or one
-		// only some engine's reading shows (MySQL's /*!…*/): what it did to
-		// the session cannot be read from the text.
-		s.txUnsure, s.modeOff = true, true
+		// with no ";", SQLite's INSERT OR ROLLBACK), or one only some
+		// engine's reading shows (MySQL's /*!…*/): what it did to the
+		// session cannot be read from the text.
+		s.txUnsure = true
+		s.modeOff = s.modeOff || s.engine.hasAutocommitMode()
 	}
 	if failed && tx {
 		s = before
@@ -225,7 +255,7 @@ func (s Session) code(block bool) (Session, bool, bool) {
 	// A procedure (MySQL) or a T-SQL block may leave a transaction open,
 	// and a MySQL procedure may set autocommit: nothing in the text says.
 	s.txUnsure = true
-	if s.engine != SQLServer {
+	if s.engine != SQLServer && s.engine.hasAutocommitMode() {
 		s.modeOff = true
 	}
 	return s, true, true
@@ -490,7 +520,7 @@ func forEachStatement(text string, fn func(l *lexer, first token)) (stray bool) 
 			if n.kind == tokEOF || n.kind == tokInvalid {
 				return stray
 			}
-			if n.kind == tokWord && l.isAny(n, txWords[:txStray]...) {
+			if n.kind == tokWord && l.isAny(n, txWords[:txStray]...) && !l.notACall(n) {
 				stray = true
 			}
 			depth += l.nesting(n)

@@ -184,3 +184,64 @@ func TestAnalyzeSetIsNotTxControl(t *testing.T) {
 		}
 	}
 }
+
+// A word of transaction control inside a PostgreSQL or MySQL statement acts
+// on nothing (a statement starts only after a ";"), and a session on an
+// engine without an autocommit mode is never taken as "autocommit may be
+// off": both pinned the connection, without retries, until it closed (ON
+// COMMIT DROP on PostgreSQL, a column named begin). On SQL Server and
+// SQLite the words still make the session Unsure, and a plain ROLLBACK
+// settles a SQLite one.
+func TestStrayWordsByEngine(t *testing.T) {
+	tests := []struct {
+		engine Engine
+		text   string
+		pinned bool // after the text
+		after  bool // after the text, then ROLLBACK
+	}{
+		{Postgres, "CREATE TEMP TABLE t (a int) ON COMMIT DROP", false, false},
+		{Postgres, "SELECT 1 AS begin", false, false},
+		{MySQL, "SELECT 1 AS `x`, 2 AS begin", false, false},
+		{SQLServer, "UPDATE t SET a = 1 COMMIT", true, true},
+		{SQLite, "INSERT OR ROLLBACK INTO t VALUES (1)", true, false},
+		{AnyEngine, "CREATE TEMP TABLE t (a int) ON COMMIT DROP", true, true},
+		// EXECUTE that calls nothing.
+		{Postgres, "CREATE TRIGGER g BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION f()", false, false},
+		{SQLServer, "GRANT EXECUTE ON dbo.p TO bob", false, false},
+		{SQLServer, "GRANT SELECT, EXECUTE ON SCHEMA::dbo TO bob", false, false},
+		{SQLServer, "INSERT INTO t VALUES (1) EXEC p", true, true},
+	}
+	for _, tt := range tests {
+		s := NewSession(tt.engine, true).After(tt.text, false)
+		if s.Pinned() != tt.pinned {
+			t.Errorf("%v: After(%q).Pinned() = %v, want %v", tt.engine, tt.text, s.Pinned(), tt.pinned)
+		}
+		if got := s.After("ROLLBACK", false).Pinned(); got != tt.after {
+			t.Errorf("%v: After(%q), ROLLBACK: Pinned() = %v, want %v", tt.engine, tt.text, got, tt.after)
+		}
+	}
+}
+
+// EXECUTE in a trigger's definition or a grant runs no code: the text is a
+// single statement with a visible effect, not an opaque call, so its
+// failure is returned as it is and its success is not transaction control.
+func TestExecuteThatCallsNothing(t *testing.T) {
+	for _, q := range []string{
+		"CREATE TRIGGER g BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION f()",
+		"CREATE TRIGGER g AFTER UPDATE ON t FOR EACH ROW EXECUTE PROCEDURE f()",
+		"CREATE EVENT TRIGGER e ON ddl_command_start EXECUTE FUNCTION f()",
+		"GRANT EXECUTE ON FUNCTION f() TO bob",
+		"REVOKE EXECUTE ON FUNCTION f() FROM bob",
+		"ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO bob",
+		"GRANT SELECT, EXECUTE ON SCHEMA::dbo TO bob",
+	} {
+		if in := Analyze(q); in.Opaque || in.TxControl {
+			t.Errorf("Analyze(%q) = opaque %v, txControl %v; want neither", q, in.Opaque, in.TxControl)
+		}
+	}
+	for _, q := range []string{"EXEC p", "INSERT INTO t VALUES (1) EXEC p", "SELECT 1 EXECUTE p"} {
+		if in := Analyze(q); !in.Opaque || !in.TxControl {
+			t.Errorf("Analyze(%q) = opaque %v, txControl %v; want both (a T-SQL call)", q, in.Opaque, in.TxControl)
+		}
+	}
+}
