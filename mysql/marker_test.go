@@ -43,7 +43,7 @@ func TestMarkerWaitsForHolder(t *testing.T) {
 	}{
 		{"holder commits", "COMMIT", 20 * time.Second, true, nil},
 		{"holder rolls back", "ROLLBACK", 20 * time.Second, false, nil},
-		{"holder hangs past MaxWait", "", time.Second, false, ErrMarkerInFlight},
+		{"holder hangs past MaxWait", "", 3 * time.Second, false, ErrMarkerInFlight},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db, ctx := markerMySQL(t)
