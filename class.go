@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"io"
+	"math/bits"
 	"net"
+	"os"
 	"syscall"
 	"time"
 
@@ -130,17 +132,18 @@ func ClassifyNeutral(err error) Class {
 	}
 	var f facts
 	f.scan(err)
-	for _, v := range neutralVerdicts {
-		if f.has(v.fact) {
-			return v.class
-		}
+	if f.bits == 0 {
+		return Class{Phase: Unknown, Code: "", Reason: "not a known transient error"}
 	}
-	return Class{Phase: Unknown, Code: "", Reason: "not a known transient error"}
+	// neutralVerdicts is in the order of the fact bits, so the lowest bit
+	// set is the verdict that takes precedence.
+	return neutralVerdicts[bits.TrailingZeros16(f.bits)].class
 }
 
-// neutralVerdicts are ClassifyNeutral's answers in order of precedence: the
-// first whose fact the walk found wins, so a client-side misuse or a done
-// context outranks a network symptom found deeper in the same chain.
+// neutralVerdicts are ClassifyNeutral's answers in order of precedence, one
+// per fact bit in the bits' order: the first whose fact the walk found wins,
+// so a client-side misuse or a done context outranks a network symptom found
+// deeper in the same chain.
 var neutralVerdicts = [...]struct {
 	fact  uint16
 	class Class
@@ -180,7 +183,8 @@ const (
 func (f *facts) has(b uint16) bool { return f.bits&b != 0 }
 
 // sentinels are the errors ClassifyNeutral looks for with errors.Is
-// semantics: by identity, or by an Is method in the chain.
+// semantics: by identity (node's switch lists the same), or by an Is method
+// in the chain.
 var sentinels = [...]struct {
 	err error
 	bit uint16
@@ -196,9 +200,33 @@ var sentinels = [...]struct {
 	{net.ErrClosed, factReset},
 }
 
-// scan walks err's tree depth first, as errors.Is and errors.As do.
+// scan walks err's tree depth first, as errors.Is and errors.As do. The
+// types every network failure is made of (*net.OpError, *os.SyscallError,
+// syscall.Errno) and the Policy's own *Error are read directly: none of
+// them has an Is method that could match a sentinel, and reading *Error's
+// two causes in Unwrap's order spares the slice its Unwrap allocates.
+// TestNeutralAgreesWithReference holds the shortcut to the general walk.
 func (f *facts) scan(err error) {
 	for depth := 0; err != nil && depth < 100; depth++ {
+		switch e := err.(type) {
+		case *net.OpError:
+			if e.Op == "dial" {
+				f.bits |= factDial
+			}
+			f.netError(e.Timeout)
+			err = e.Err
+			continue
+		case *os.SyscallError:
+			err = e.Err
+			continue
+		case syscall.Errno:
+			f.errno(e)
+			return
+		case *Error:
+			f.scan(e.Cause)
+			f.scan(e.Err)
+			return
+		}
 		f.node(err)
 		switch u := err.(type) {
 		case interface{ Unwrap() error }:
@@ -214,31 +242,57 @@ func (f *facts) scan(err error) {
 	}
 }
 
+// node records what an error of any other type says: a sentinel it is or
+// matches through its Is method, a DNS failure, a network timeout.
 func (f *facts) node(err error) {
-	is, hasIs := err.(interface{ Is(error) bool })
-	for _, s := range sentinels {
-		if err == s.err || (hasIs && is.Is(s.err)) {
-			f.bits |= s.bit
+	// An error is at most one sentinel: a switch finds it without the
+	// table's loop, the commonest first.
+	switch err {
+	case io.EOF, io.ErrUnexpectedEOF:
+		f.bits |= factEOF
+	case context.Canceled, context.DeadlineExceeded:
+		f.bits |= factContext
+	case driver.ErrBadConn:
+		f.bits |= factBadConn
+	case net.ErrClosed:
+		f.bits |= factReset
+	case sql.ErrConnDone, sql.ErrTxDone:
+		f.bits |= factClientState
+	case driver.ErrSkip:
+		f.bits |= factSkip
+	}
+	if is, ok := err.(interface{ Is(error) bool }); ok {
+		for i := range sentinels {
+			if is.Is(sentinels[i].err) {
+				f.bits |= sentinels[i].bit
+			}
 		}
 	}
-	switch e := err.(type) {
-	case *net.DNSError:
+	if _, ok := err.(*net.DNSError); ok {
 		f.bits |= factDNS
-	case *net.OpError:
-		if e.Op == "dial" {
-			f.bits |= factDial
-		}
-	case syscall.Errno:
-		switch e {
-		case syscall.ECONNREFUSED:
-			f.bits |= factRefused
-		case syscall.ECONNRESET, syscall.EPIPE, syscall.ECONNABORTED:
-			f.bits |= factReset
-		}
 	}
-	if ne, ok := err.(net.Error); ok && !f.netSeen {
+	if ne, ok := err.(net.Error); ok {
+		f.netError(ne.Timeout)
+	}
+}
+
+// errno records what a system error number says.
+func (f *facts) errno(e syscall.Errno) {
+	switch e {
+	case syscall.ECONNREFUSED:
+		f.bits |= factRefused
+	case syscall.ECONNRESET, syscall.EPIPE, syscall.ECONNABORTED:
+		f.bits |= factReset
+	}
+	f.netError(e.Timeout) // an Errno is a net.Error
+}
+
+// netError records a net.Error's timeout: only the first one met counts,
+// as errors.As would find it.
+func (f *facts) netError(timeout func() bool) {
+	if !f.netSeen {
 		f.netSeen = true
-		if ne.Timeout() {
+		if timeout() {
 			f.bits |= factTimeout
 		}
 	}
