@@ -26,16 +26,30 @@ const chaosUsage = `usage: sqlretry chaos [--scenario tasks|contention] [flags] 
 
 tasks (the default): drives the reference task store with concurrent workers while
 injecting every kind of fault and a sustained outage, then checks that nothing was lost
-or applied twice.
+or applied twice. --compare naive runs the same seeded workload again with blind replay
+and sets the two side by side (with --plot, the damage over time beside sqlretry's).
 contention: hot rows and opposite-order two-row transactions (deadlocks on a server,
 several writers on one SQLite file), with a few COMMITs failing, run three times: under
 sqlretry's policy (the policy flags), the old defaults (3 retries, contention drawing
 from the budget) and a blind loop (every error retried, no budget); it reports success
 rate, latency, attempts per call and budget refusals side by side.
+Commit settlement: a transaction that runs through RunTx without a Verify of its own
+(the contention scenario's; the task store has none) has an ambiguous COMMIT settled by
+--verifier (default auto: postgres pg_xact_status, then a marker table; mysql and sqlite
+a marker table, created in the run's own schema). The report counts the ambiguous
+COMMITs, settled applied, settled not applied and still ambiguous, and checks every
+verdict against the database.
 Default: a temporary SQLite database. With --dsn, your PostgreSQL or MariaDB (the run
 uses a schema or database of its own and drops it), with wire faults through a proxy
-(tasks only).
-Exit 0: every check held; 1: one failed; 2: bad input.`
+(tasks only); the proxy cannot see COMMITs inside TLS, so a run whose connections are
+encrypted is refused: add sslmode=disable (postgres) or tls=false (mysql), or --no-proxy.
+A DSN that looks like another engine's than --engine is refused.
+On a terminal, progress is one line redrawn in place; piped, one line a second.
+Exit 0: every check held; 1: a check failed (in a run cut short too), but not the
+naive comparison run's violations, which --compare naive is there to show (the exit
+code is sqlretry's alone; --naive alone exits 1 on them); 2: bad input; 130: interrupted
+(Ctrl-C) before the end with no check failed in what ran: the report, the JSON
+("interrupted": true, "ok": false, duration_ms the time run) and the checks cover what ran.`
 
 // outageFlags collects repeated --outage values.
 type outageFlags struct {
@@ -173,7 +187,7 @@ func (o *chaosOpts) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.budget, "budget", true, "draw retries from the retry budget")
 	fs.BoolVar(&o.noBudget, "no-budget", false, "disable the retry budget (same as --budget=false)")
 	fs.StringVar(&o.cfg.Policy.Rules, "rules", "", "retryExec rules in the JDBC rule language, in the engine's code syntax: 40001,40P01:3,2*2 (postgres), 1213:3,2*2 (mysql)")
-	fs.StringVar(&o.compare, "compare", "", "naive: run the same seeded workload again with blind replay and show both")
+	fs.StringVar(&o.compare, "compare", "", "naive: run the same seeded workload again with blind replay and show both; the exit code is sqlretry's run's alone")
 	fs.BoolVar(&o.naive, "naive", false, "run only the blind-replay store, to see its damage (exits 1 when it does any)")
 	fs.StringVar(&o.plot, "plot", "", "write throughput, attempts and budget over time to FILE (.png or .svg)")
 	fs.BoolVar(&o.cfg.NoProxy, "no-proxy", false, "with --dsn, inject driver-level faults only, without the wire proxy")
