@@ -45,6 +45,7 @@ var markerDialect = marker.Dialect{
 	},
 	Classify:  Classify,
 	Duplicate: []string{"23505"}, // unique_violation (PostgreSQL manual, Appendix A)
+	Confirm:   confirmReplicated,
 }
 
 // MarkerVerifier is a [sr.CommitVerifier] that settles an ambiguous COMMIT

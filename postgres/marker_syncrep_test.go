@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"database/sql"
-	"os"
 	"testing"
 	"time"
 
@@ -15,11 +14,8 @@ import (
 // verifier, alone and as CommitVerifier's fallback: a COMMIT whose wait for
 // the synchronous standby was cancelled committed on the primary alone, and
 // its marker row is there to be found, yet the promoted standby lacks it.
-// A known gap (issue 14 report): SQLRETRY_KNOWN_GAPS=1 runs it.
+// The marker now waits for the standbys too, as CommitVerifier does.
 func TestMarkerSyncStandby(t *testing.T) {
-	if os.Getenv("SQLRETRY_KNOWN_GAPS") != "1" {
-		t.Skip("known gap: the marker verifier calls a COMMIT applied on the primary alone; SQLRETRY_KNOWN_GAPS=1 runs it")
-	}
 	for _, tc := range []struct {
 		name string
 		v    sr.CommitVerifier

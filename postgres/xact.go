@@ -248,6 +248,22 @@ func xactStatus(ctx context.Context, db *sql.DB, xid, history string) (status sq
 	return status, syncStandbys, nil
 }
 
+// confirmReplicated returns nil once a COMMIT found on the primary is on
+// its synchronous standbys too, if it has any: the same barrier as
+// CommitVerifier's, for the marker verifier, whose row is found on the
+// primary even when the COMMIT's wait for the standbys was cancelled.
+func confirmReplicated(ctx context.Context, db *sql.DB, maxWait time.Duration) error {
+	var sync bool
+	if err := db.QueryRowContext(ctx, syncStandbysQuery).Scan(&sync); err != nil || !sync {
+		return err
+	}
+	return syncBarrier(ctx, db, maxWait)
+}
+
+// syncStandbysQuery reports whether the server waits for synchronous
+// standbys.
+const syncStandbysQuery = "SELECT pg_catalog.current_setting('synchronous_standby_names') <> ''"
+
 // syncBarrier returns once the synchronous standbys have every COMMIT the
 // primary has written so far, or [ErrNotReplicated] after maxWait. It
 // commits a transaction that wrote one WAL record, with synchronous_commit

@@ -1,8 +1,11 @@
 package marker
 
 import (
+	"context"
+	"database/sql"
 	"strconv"
 	"strings"
+	"time"
 
 	sr "github.com/sqlretry/sqlretry"
 )
@@ -26,6 +29,11 @@ type Dialect struct {
 	// PostgreSQL 23505, MySQL 1062, SQLite's constraint codes 1555 and
 	// 2067, SQL Server 2627 and 2601.
 	Duplicate []string
+	// Confirm, if set, runs when the marker was found committed, before
+	// Committed says so: an error means the commit may not survive a
+	// failover yet (PostgreSQL: a COMMIT whose wait for the synchronous
+	// standbys was cancelled committed on the primary alone).
+	Confirm func(ctx context.Context, db *sql.DB, maxWait time.Duration) error
 }
 
 // Name is a table name, optionally qualified by a schema (or, for SQLite,

@@ -26,6 +26,11 @@ func (v *Verifier) Committed(ctx context.Context, db *sql.DB, key string) (bool,
 	for {
 		committed, err := v.settle(wctx, db, key)
 		switch {
+		case err == nil && committed && v.d.Confirm != nil:
+			if err := v.d.Confirm(ctx, db, v.maxWait); err != nil {
+				return false, err
+			}
+			return true, nil
 		case err == nil:
 			return committed, nil
 		case ctx.Err() != nil:
