@@ -300,7 +300,7 @@ func (r *ContentionReport) writeTable(w io.Writer) {
 func (r *ContentionReport) writeSettlementNotes(w io.Writer) {
 	for _, m := range r.Modes {
 		if m.Mode == modeSQLretry {
-			fmt.Fprintf(w, "ambiguous COMMITs: the connection reset in reply to COMMIT (half of them had committed); commit verifier: %s\n", m.Settlement.Verifier)
+			fmt.Fprintf(w, "ambiguous COMMITs: the connection reset in reply to COMMIT, after it committed (commit_applied_reply_lost) or not (commit_not_applied); commit verifier: %s\n", m.Settlement.Verifier)
 			fmt.Fprintln(w, "  each verdict is held against the attempt's own row: \"verdicts wrong\" must be 0")
 			fmt.Fprintln(w)
 		}

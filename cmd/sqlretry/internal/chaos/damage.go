@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sqlretry/sqlretry"
@@ -24,33 +25,50 @@ type DamagePoint struct {
 // read of the store's tables.
 const damagePoints = 20
 
-// damage counts the violations over time: at up to damagePoints samples,
-// the store's check is run with the ledger as it stood then, so that each
-// violation the ledger can place counts from the sample at which its
-// operation had finished. Violations that no operation explains (a task
-// completed twice, a series past its max) show in the tables alone: they
-// count in r.DamageUntimed, not in the points.
+// damageMark is how many ledger entries had been recorded elapsed into
+// the run.
+type damageMark struct {
+	elapsed time.Duration
+	entries int
+}
+
+// damageEvery is how many samples pass between two damage marks: about
+// damagePoints in a run that is not interrupted.
+func (h *harness) damageEvery() int {
+	return max(1, int(h.cfg.Duration/h.cfg.SampleEvery)/damagePoints)
+}
+
+// markDamage records the ledger's length now. Entries copies the ledger,
+// so it is read at the marks alone, not at every sample.
+func (h *harness) markDamage(elapsed time.Duration) {
+	n := len(h.ledger.Entries())
+	h.mu.Lock()
+	h.marks = append(h.marks, damageMark{elapsed: elapsed, entries: n})
+	h.mu.Unlock()
+}
+
+// damage counts the violations over time: at each mark, the store's check
+// is run with the ledger as it stood then, so that each violation the
+// ledger can place counts from the mark by which its operation had
+// finished. Violations that no operation explains (a task completed twice,
+// a series past its max) show in the tables alone: they are returned
+// apart, not counted in the points.
 func (h *harness) damage(ctx context.Context) ([]DamagePoint, int, error) {
 	h.mu.Lock()
-	samples := h.samples
+	marks := slices.Clone(h.marks)
 	h.mu.Unlock()
 	entries, starts := h.ledger.Entries(), h.ledger.Starts()
 	base, err := h.checkPrefix(ctx, nil, starts)
 	if err != nil {
 		return nil, 0, err
 	}
-	step := max(len(samples)/damagePoints, 1)
 	var out []DamagePoint
-	for i := 0; i < len(samples); i += step {
-		if i+step >= len(samples) {
-			i = len(samples) - 1 // the last point is the end of the run
-		}
-		s := samples[i]
-		rep, err := h.checkPrefix(ctx, entries[:min(s.ledger, len(entries))], starts)
+	for _, m := range marks {
+		rep, err := h.checkPrefix(ctx, entries[:min(m.entries, len(entries))], starts)
 		if err != nil {
 			return nil, 0, err
 		}
-		out = append(out, DamagePoint{ElapsedMS: s.Elapsed.Milliseconds(), Lost: rep.Lost - base.Lost,
+		out = append(out, DamagePoint{ElapsedMS: m.elapsed.Milliseconds(), Lost: rep.Lost - base.Lost,
 			AppliedTwice: twice(rep) - twice(base), Misreported: rep.Misreported - base.Misreported})
 	}
 	return out, base.Lost + twice(base) + base.Misreported, nil

@@ -34,8 +34,6 @@ type Sample struct {
 	Faults   int           // faults injected (driver and wire)
 	Budget   float64       // the retry budget's tokens; -1 without a budget
 	Outage   bool          // an outage window is open
-
-	ledger int // ledger entries recorded by then (Config.Damage)
 }
 
 // epoch is the instant the plan's clock reads when the workload starts.
@@ -74,6 +72,9 @@ type harness struct {
 	windows []window
 	claimed map[string]string // token → task id, for every claim told OK
 	samples []Sample
+	// marks are the ledger's length at some samples (Config.Damage): the
+	// damage over time is counted at them.
+	marks []damageMark
 
 	wireCommits int // COMMITs the proxy had seen at the last sample; drive's goroutine only
 
@@ -180,11 +181,6 @@ func run(ctx context.Context, cfg Config) (*RunReport, error) {
 		}
 		workers[i] = w
 	}
-	if tgt.proxy != nil {
-		if err := tlsRefusal(cfg.Engine, tgt.proxy.Counts()); err != nil {
-			return nil, err
-		}
-	}
 	for _, o := range cfg.Outages {
 		h.windows = append(h.windows, window{Outage: o, from: o.Offset, until: o.Offset + o.Length})
 	}
@@ -208,6 +204,9 @@ func run(ctx context.Context, cfg Config) (*RunReport, error) {
 		_ = tgt.proxy.SetFault(proxy.Fault{Mode: proxy.Pass})
 	}
 	h.sample() // the final state
+	if cfg.Damage {
+		h.markDamage(h.ran)
+	}
 	return h.finish(ctx)
 }
 
@@ -244,6 +243,10 @@ func (h *harness) openStores(ctx context.Context) error {
 	}
 	if err := h.setup.Migrate(ctx); err != nil {
 		return inputErr("--dsn", fmt.Errorf("create the task store's tables: %w", err))
+	}
+	if p := h.tgt.proxy; p != nil {
+		// The migration's connections went through the proxy.
+		return tlsRefusal(cfg.Engine, p.Counts())
 	}
 	return nil
 }
@@ -451,12 +454,13 @@ func (h *harness) sample() {
 		s.Budget = -1
 	}
 	s.Outage = h.inOutage(h.elapsed())
-	if h.cfg.Damage {
-		s.ledger = len(h.ledger.Entries())
-	}
 	h.mu.Lock()
 	h.samples = append(h.samples, s)
+	due := h.cfg.Damage && (len(h.samples)-1)%h.damageEvery() == 0
 	h.mu.Unlock()
+	if due {
+		h.markDamage(s.Elapsed)
+	}
 	if h.cfg.Progress != nil {
 		h.cfg.Progress(s)
 	}

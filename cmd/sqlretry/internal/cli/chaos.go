@@ -29,7 +29,8 @@ injecting every kind of fault and a sustained outage, then checks that nothing w
 or applied twice. --compare naive runs the same seeded workload again with blind replay
 and sets the two side by side (with --plot, the damage over time beside sqlretry's).
 contention: hot rows and opposite-order two-row transactions (deadlocks on a server,
-several writers on one SQLite file), with a few COMMITs failing, run three times: under
+several writers on one SQLite file), with a few COMMITs failing with the connection reset
+(some had committed, some not: only a verifier can tell), run three times: under
 sqlretry's policy (the policy flags), the old defaults (3 retries, contention drawing
 from the budget) and a blind loop (every error retried, no budget); it reports success
 rate, latency, attempts per call and budget refusals side by side.
