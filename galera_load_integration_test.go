@@ -3,8 +3,10 @@ package sqlretry_test
 import (
 	"context"
 	"database/sql"
-	"errors"
+	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -122,6 +124,9 @@ func (l *load) writer(node, w int) {
 		l.log = append(l.log, record{call, node, err})
 		l.mu.Unlock()
 		l.done.Add(1)
+		if err != nil { // a caller backs off, even on a node that serves
+			time.Sleep(10 * time.Millisecond)
+		}
 		for err != nil && !l.up[node].Load() && !l.finished() {
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -165,15 +170,19 @@ func (l *load) check(t *testing.T) counts {
 	}
 	held := l.ledger(t)
 	var c counts
+	failures := map[string]int{} // what the callers were told, by node and error
 	for _, r := range l.log {
 		n, o := held[r.call], outcomeOf(r.err)
 		c.tally(o, n)
 		if !o.agrees(n) {
 			t.Errorf("call %d on node %d: told %s (%v), the cluster holds it %d time(s)", r.call, r.node, o, r.err, n)
 		}
-		if o != applied && !errors.Is(r.err, sr.ErrAmbiguous) {
-			t.Logf("call %d on node %d: not applied: %v", r.call, r.node, r.err)
+		if r.err != nil {
+			failures[fmt.Sprintf("node %d, %s: %v", r.node, o, r.err)]++
 		}
+	}
+	for _, f := range slices.Sorted(maps.Keys(failures)) {
+		t.Logf("%5d × %s", failures[f], f)
 	}
 	for _, p := range l.ps {
 		c.retries += p.Stats().Retries
@@ -280,6 +289,7 @@ func (e *galeraEnv) testKillUnderLoad(t *testing.T) {
 	var settle func(t *testing.T)
 	for n, k := range kills {
 		l.waitDone(per * int64(n+1))
+		killedAt := l.done.Load()
 		l.up[k.node].Store(false)
 		if n == 0 {
 			settle = e.nodeLoss(t, k.node)
@@ -294,7 +304,7 @@ func (e *galeraEnv) testKillUnderLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 		l.up[k.node].Store(true)
-		t.Logf("node %d killed after %d calls, rejoined (at once: %v) after %d", k.node, per*int64(n+1), k.now, l.done.Load())
+		t.Logf("node %d killed after %d calls, rejoined (at once: %v) after %d", k.node, killedAt, k.now, l.done.Load())
 	}
 	l.finish()
 	wait()

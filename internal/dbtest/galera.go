@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -156,9 +157,9 @@ func (g *Galera) node(i int, server, provider, tmpl string, ports [][3]int) *Ser
 		copyTime: copyTime,
 		argv: func(port int) []string {
 			args := argv(port)
-			// The SST script tells the donor where to send the client
-			// port; without it the joiner advertises 3306, the shared
-			// server's.
+			// The client address the node advertises to the cluster
+			// (wsrep_incoming_addresses); left out, it guesses port 3306,
+			// the shared server's.
 			args = append(args, "--wsrep-node-incoming-address=127.0.0.1:"+strconv.Itoa(port))
 			if newCluster.Load() {
 				args = append(args, "--wsrep-new-cluster")
@@ -198,8 +199,15 @@ func galeraUser(dir string) (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, err
 }
 
-// galeraProvider finds libgalera_smm.so.
+// galeraProvider finds libgalera_smm.so, and checks that the tools of the
+// rsync state transfer are installed: MariaDB's wsrep_sst_rsync script and
+// rsync.
 func galeraProvider() (string, error) {
+	for _, tool := range []string{"wsrep_sst_rsync", "rsync"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return "", fmt.Errorf("state transfer needs %s: %w", tool, err)
+		}
+	}
 	for _, p := range galeraProviders {
 		if st, err := os.Stat(p); err == nil && !st.IsDir() {
 			return p, nil
