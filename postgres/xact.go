@@ -9,6 +9,7 @@ import (
 	"time"
 
 	sr "github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/internal/pgxact"
 	"github.com/sqlretry/sqlretry/internal/wait"
 )
 
@@ -106,69 +107,11 @@ type CommitVerifier struct {
 
 var _ sr.CommitVerifier = CommitVerifier{}
 
-// historyExpr names the server history a transaction id belongs to. Ids
-// are handed out again when a history forks, so a status is only believed
-// from the history that gave the id out. It joins three values, each read
-// from the server, none of them depending on the session's settings:
-//
-//   - the timeline, as the first 8 hex digits of the name of the WAL file
-//     being written: a promotion (or a point-in-time restore) moves every
-//     later write to a new timeline, and the new primary hands the ids of
-//     transactions it never received out again;
-//   - pg_postmaster_start_time(), in microseconds: a restart after a crash
-//     (pg_ctl stop -m immediate, a power loss) recovers only the WAL that was
-//     written out, and hands out again the ids that only the lost WAL named
-//     (a transaction whose COMMIT was in flight), on the same timeline. It
-//     also tells apart two servers on the same timeline number (another
-//     cluster, a standby);
-//   - the statistics reset time of pg_stat_bgwriter, in microseconds: when
-//     a backend crashes the postmaster ends every session and runs crash
-//     recovery without restarting itself (its start time stays), and crash
-//     recovery discards the statistics and resets this time. An
-//     administrator's pg_stat_reset_shared('bgwriter') resets it too, which
-//     only makes an unknown COMMIT of that moment ambiguous. Reading it
-//     costs microseconds, except in a session that set
-//     stats_fetch_consistency = snapshot (not the default), where the
-//     first read of a transaction copies every statistics entry.
-//
-// Not in it: the system identifier, which pg_control_system() reads from
-// the pg_control file on every call, a read that can catch the file being
-// rewritten by a checkpoint on servers before PostgreSQL 16 (a CRC error
-// that would fail the transaction); the start time already tells two
-// clusters apart. pg_walfile_name fails during recovery, where nothing
-// commits.
-const historyExpr = "pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8)" +
-	" || '/' || (extract(epoch FROM pg_catalog.pg_postmaster_start_time()) * 1000000)::bigint" +
-	" || '/' || coalesce((extract(epoch FROM (SELECT stats_reset FROM pg_catalog.pg_stat_bgwriter)) * 1000000)::bigint::text, '-')"
-
-// markQuery takes the transaction's id, assigning one if it has none, and
-// the history it runs on: "xid@history". On a hot standby, where none can be
-// assigned and nothing can commit, it returns NULL.
-const markQuery = "SELECT CASE WHEN pg_catalog.pg_is_in_recovery() THEN NULL ELSE pg_catalog.pg_current_xact_id()::text || '@' || " + historyExpr + " END"
-
-// statusQuery asks the status of transaction $1 if the server is on
-// history $2, and returns the server's history (NULL on a standby, in
-// recovery) and whether it has synchronous standbys. pg_xact_status itself
-// fails for an id the server has not handed out yet.
-const statusQuery = "SELECT h, CASE WHEN h = $2 THEN pg_catalog.pg_xact_status($1::text::xid8) END, " +
-	"pg_catalog.current_setting('synchronous_standby_names') <> '' FROM " +
-	"(SELECT CASE WHEN pg_catalog.pg_is_in_recovery() THEN NULL ELSE " + historyExpr + " END) AS s(h)"
-
-// The barrier's two statements: synchronous_commit at least "on" for its
-// transaction (a session or role may have set local or off), and one WAL
-// record, a transactional logical message (which any user may write; with
-// wal_level=logical, decoding plugins see it, prefix "sqlretry").
-const (
-	barrierSyncCommit = "SELECT pg_catalog.set_config('synchronous_commit', CASE WHEN pg_catalog.current_setting('synchronous_commit') IN ('off', 'local') " +
-		"THEN 'on' ELSE pg_catalog.current_setting('synchronous_commit') END, true)"
-	barrierWrite = "SELECT pg_catalog.pg_logical_emit_message(true, 'sqlretry', '')"
-)
-
 // Mark returns the transaction's id and server history as "xid@history",
 // assigning an id if the transaction has none yet, or "" on a hot standby.
 func (CommitVerifier) Mark(ctx context.Context, tx *sql.Tx) (string, error) {
 	var xid sql.NullString
-	if err := tx.QueryRowContext(ctx, markQuery).Scan(&xid); err != nil {
+	if err := tx.QueryRowContext(ctx, pgxact.MarkQuery).Scan(&xid); err != nil {
 		return "", err
 	}
 	return xid.String, nil
@@ -176,7 +119,7 @@ func (CommitVerifier) Mark(ctx context.Context, tx *sql.Tx) (string, error) {
 
 // Committed reports whether the transaction Mark returned mark for
 // committed, asking pg_xact_status on a connection of db — but only of the
-// server history the transaction was marked on (see historyExpr): after a
+// server history the transaction was marked on (see pgxact.HistoryExpr): after a
 // promotion, a crash or a restart the server may have handed the lost
 // transaction's id out again, and its status would be another
 // transaction's, so Committed returns [ErrHistoryChanged] (the call then
@@ -236,7 +179,7 @@ func (v CommitVerifier) Committed(ctx context.Context, db *sql.DB, mark string) 
 // history.
 func xactStatus(ctx context.Context, db *sql.DB, xid, history string) (status sql.NullString, syncStandbys bool, err error) {
 	var now sql.NullString
-	if err := db.QueryRowContext(ctx, statusQuery, xid, history).Scan(&now, &status, &syncStandbys); err != nil {
+	if err := db.QueryRowContext(ctx, pgxact.StatusQuery, xid, history).Scan(&now, &status, &syncStandbys); err != nil {
 		return status, false, err
 	}
 	if !now.Valid {
@@ -254,15 +197,11 @@ func xactStatus(ctx context.Context, db *sql.DB, xid, history string) (status sq
 // primary even when the COMMIT's wait for the standbys was cancelled.
 func confirmReplicated(ctx context.Context, db *sql.DB, maxWait time.Duration) error {
 	var sync bool
-	if err := db.QueryRowContext(ctx, syncStandbysQuery).Scan(&sync); err != nil || !sync {
+	if err := db.QueryRowContext(ctx, pgxact.SyncStandbysQuery).Scan(&sync); err != nil || !sync {
 		return err
 	}
 	return syncBarrier(ctx, db, maxWait)
 }
-
-// syncStandbysQuery reports whether the server waits for synchronous
-// standbys.
-const syncStandbysQuery = "SELECT pg_catalog.current_setting('synchronous_standby_names') <> ''"
 
 // syncBarrier returns once the synchronous standbys have every COMMIT the
 // primary has written so far, or [ErrNotReplicated] after maxWait. It
@@ -275,7 +214,7 @@ func syncBarrier(ctx context.Context, db *sql.DB, maxWait time.Duration) error {
 	defer cancel()
 	tx, err := db.BeginTx(bctx, nil)
 	if err == nil {
-		for _, q := range []string{barrierSyncCommit, barrierWrite} {
+		for _, q := range []string{pgxact.BarrierSyncCommit, pgxact.BarrierWrite} {
 			if _, err = tx.ExecContext(bctx, q); err != nil {
 				break
 			}
