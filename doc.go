@@ -75,6 +75,16 @@
 //	err := sqlretry.RunTx(ctx, db, p, sqlretry.Write("move-money", verify), nil,
 //		func(ctx context.Context, tx *sql.Tx) error { ... })
 //
+// An ambiguous COMMIT of a Write Op without a Verify is settled by
+// Config.CommitVerifier: postgres.CommitVerifier (pg_xact_status: no table
+// and the cheapest, PostgreSQL only, no answer after a failover, a crash or
+// a restart) or the MarkerVerifier of package postgres, mysql, sqlite or
+// mssql (a row in a marker table: every engine, answers after a failover,
+// one INSERT per transaction). [Verifiers] combines two: the first answers
+// while it can. A verifier that keeps records in the database implements
+// [TxSetup]; RunTx calls its BeforeTx before each attempt opens its
+// transaction.
+//
 // # Vocabulary
 //
 // An attempt is one run of the operation; retries are attempts after the
