@@ -121,10 +121,11 @@ func newProgress(w io.Writer, d display) *chaos.Progress {
 
 // redactWriter writes what it is given at once, redacted, except for an
 // end that could be the start of the password (Redactor.Pending): that is
-// held until the next write or Flush. It must not wait for a line's end: the
-// progress bar writes each frame after a carriage return and ends it with
-// nothing, so a writer that held lines would show every frame only as the
-// next one wipes it (issue 18, finding 1).
+// held until the next write or Flush. It must not wait for a line's end: a
+// progress frame follows a carriage return and ends with no line end, and
+// a writer that held lines showed each frame only as the next one arrived
+// (with the old progress bar, which wiped the line first: never; issue 18,
+// finding 1).
 type redactWriter struct {
 	w   io.Writer
 	red *chaos.Redactor
@@ -164,7 +165,6 @@ type chaosOpts struct {
 	compare    string
 	naive      bool
 	plot       string
-	verifier   string
 	json       bool
 	set        map[string]bool // the flags given on the command line
 }
