@@ -75,7 +75,7 @@ func StartGalera(t testing.TB) *Galera {
 		Skip(t, "dbtest: no MariaDB server binaries: %v", err)
 		return nil
 	}
-	tmpl := mariadbTemplate(t, server, install)
+	tmpl := galeraTemplate(t, server, install)
 	g := &Galera{t: t}
 	ports := galeraPorts(t)
 	for i := 0; i < galeraNodes; i++ {
@@ -86,7 +86,7 @@ func StartGalera(t testing.TB) *Galera {
 		// Registered after launch's cleanup, so it runs first (cleanups
 		// run last-in first-out), while the node's pid still names its
 		// process group.
-		t.Cleanup(func() { killGroup(s) })
+		t.Cleanup(func() { galeraKill(s) })
 		g.newCluster[i].Store(false)
 		if err := g.WaitSynced(i, i+1); err != nil {
 			t.Fatalf("dbtest: Galera node %d did not join: %v\n%s", i, err, s.logSince(0))
@@ -216,9 +216,9 @@ func galeraProvider() (string, error) {
 	return "", fmt.Errorf("libgalera_smm.so not found in %s", strings.Join(galeraProviders, ", "))
 }
 
-// mariadbTemplate returns the cached template StartMariaDB uses: the same
+// galeraTemplate returns the cached template StartMariaDB uses: the same
 // key and the same builder, so the two share one mariadb-install-db.
-func mariadbTemplate(t testing.TB, server, install string) string {
+func galeraTemplate(t testing.TB, server, install string) string {
 	t.Helper()
 	version, err := output(server, "--version")
 	if err != nil {
@@ -237,11 +237,11 @@ func mariadbTemplate(t testing.TB, server, install string) string {
 	return tmpl
 }
 
-// killGroup SIGKILLs node s's whole process group (the server started it
+// galeraKill SIGKILLs node s's whole process group (the server started it
 // with Setpgid, so the group's id is its pid): an SST script and the rsync
 // daemon it forked are grandchildren, which Server.Kill's children-only
 // sweep would miss. Server.Kill then reaps the server.
-func killGroup(s *Server) error {
+func galeraKill(s *Server) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.runningLocked() {
@@ -254,7 +254,7 @@ func killGroup(s *Server) error {
 // Kill SIGKILLs node i and its helpers (by process group), like a crash, and
 // waits until the server process is reaped. The surviving two keep a
 // quorum.
-func (g *Galera) Kill(i int) error { return killGroup(g.Nodes[i]) }
+func (g *Galera) Kill(i int) error { return galeraKill(g.Nodes[i]) }
 
 // Rejoin waits until the other nodes have dropped node i from their view
 // (after a Kill, evs.suspect_timeout and the view change: about 4 s), then
@@ -312,7 +312,7 @@ func (g *Galera) WaitSynced(i, size int) error {
 	for {
 		st, err := g.Status(ctx, i)
 		if err == nil {
-			last = mismatch(st, want)
+			last = galeraMismatch(st, want)
 			if last == nil {
 				return nil
 			}
@@ -327,9 +327,9 @@ func (g *Galera) WaitSynced(i, size int) error {
 	}
 }
 
-// mismatch names the first status variable whose value is not the wanted
+// galeraMismatch names the first status variable whose value is not the wanted
 // one.
-func mismatch(st, want map[string]string) error {
+func galeraMismatch(st, want map[string]string) error {
 	for k, v := range want {
 		got, ok := st[k]
 		if !ok {
