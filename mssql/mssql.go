@@ -2,7 +2,6 @@ package mssql
 
 import (
 	"cmp"
-	"errors"
 	"reflect"
 	"slices"
 	"strconv"
@@ -117,7 +116,7 @@ func classify(err error) (c sr.Class) {
 		return sr.ClassifyNeutral(nil)
 	}
 	defer codes.Recover(&c)
-	if e, ok := errors.AsType[numberer](err); ok {
+	if e, ok := codes.As(err, asNumberer); ok {
 		n := e.SQLErrorNumber()
 		var sev uint8
 		if s, ok := e.(severitier); ok {
@@ -140,6 +139,8 @@ func classify(err error) (c sr.Class) {
 	}
 	return c
 }
+
+func asNumberer(err error) (numberer, bool) { e, ok := err.(numberer); return e, ok }
 
 // verdict finds the listed verdict on number n sent with class sev: a
 // network number's at class 20 and above, else the server's.

@@ -2,7 +2,6 @@ package mysql
 
 import (
 	"cmp"
-	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,17 +59,22 @@ func classify(err error) (c sr.Class) {
 		return sr.ClassifyNeutral(nil)
 	}
 	defer codes.Recover(&c)
-	if me, ok := errors.AsType[*gomysql.MySQLError](err); ok && me != nil {
+	if me, ok := codes.As(err, asMySQLError); ok && me != nil {
 		if me.Number == 4031 && !strings.Contains(me.Message, interactionTimeoutText) {
 			return mariaDB4031
 		}
 		c, _ := verdict(me.Number)
 		return c
 	}
-	if errors.Is(err, gomysql.ErrInvalidConn) {
+	if codes.Is(err, gomysql.ErrInvalidConn) {
 		return invalidConn
 	}
 	return sr.ClassifyNeutral(err)
+}
+
+func asMySQLError(err error) (*gomysql.MySQLError, bool) {
+	e, ok := err.(*gomysql.MySQLError)
+	return e, ok
 }
 
 // interactionTimeoutText is in MySQL's message for 4031,

@@ -4,9 +4,12 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+	"net"
+	"os"
 	"reflect"
 	"sort"
 	"strings"
+	"syscall"
 
 	sr "github.com/sqlretry/sqlretry"
 	"github.com/sqlretry/sqlretry/internal/codes"
@@ -128,7 +131,7 @@ func classify(t *table, err error) (c sr.Class) {
 	// A method of the error itself may panic (a typed nil pointer, say);
 	// the classifier must not.
 	defer codes.Recover(&c)
-	if s, ok := errors.AsType[sqlStater](err); ok {
+	if s, ok := codes.As(err, asSQLStater); ok {
 		code := s.SQLState()
 		c, _ := t.lookup(code)
 		if connectError(err) {
@@ -145,17 +148,17 @@ func classify(t *table, err error) (c sr.Class) {
 			return c
 		}
 		if len(code) == 5 && code[0] == '0' && code[1] == '8' && code != "08007" && c.Retryable {
-			if r, ok := errors.AsType[safeToRetrier](err); ok && r.SafeToRetry() {
+			if r, ok := codes.As(err, asSafeToRetrier); ok && r.SafeToRetry() {
 				c.Phase = sr.NotSent
 				c.Reason = "connection_exception before anything was sent (SafeToRetry)"
 			}
 		}
 		return c
 	}
-	if r, ok := errors.AsType[safeToRetrier](err); ok {
+	if r, ok := codes.As(err, asSafeToRetrier); ok {
 		// A context that was already done is the caller's business, not a
 		// database fault: leave it to the neutral classifier.
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		if codes.Is(err, context.Canceled) || codes.Is(err, context.DeadlineExceeded) {
 			return sr.ClassifyNeutral(err)
 		}
 		if r.SafeToRetry() {
@@ -175,12 +178,17 @@ func classify(t *table, err error) (c sr.Class) {
 	return c
 }
 
+func asSQLStater(err error) (sqlStater, bool)         { e, ok := err.(sqlStater); return e, ok }
+func asSafeToRetrier(err error) (safeToRetrier, bool) { e, ok := err.(safeToRetrier); return e, ok }
+
 // connectError reports whether err's chain holds a *pgconn.ConnectError,
-// recognised by its type's package path so as not to import pgconn.
+// recognised by its type's name and package path so as not to import
+// pgconn. The type's String, one look-up, turns every other type away
+// before the package path is read; Name would scan the string.
 func connectError(err error) bool {
 	for i := 0; err != nil && i < 32; i++ {
 		t := reflect.TypeOf(err)
-		if t.Kind() == reflect.Pointer && t.Elem().Name() == "ConnectError" && t.Elem().PkgPath() == "github.com/jackc/pgx/v5/pgconn" {
+		if t.Kind() == reflect.Pointer && t.String() == "*pgconn.ConnectError" && t.Elem().PkgPath() == "github.com/jackc/pgx/v5/pgconn" {
 			return true
 		}
 		err = errors.Unwrap(err)
@@ -192,12 +200,29 @@ func connectError(err error) bool {
 // it recognises by its text ("conn closed") so as not to import pgconn.
 func connClosed(err error) bool {
 	for i := 0; err != nil && i < 32; i++ {
-		if _, isMsg := err.(interface{ SafeToRetry() bool }); !isMsg {
+		if _, isMsg := err.(interface{ SafeToRetry() bool }); !isMsg && !otherMessage(err) {
 			if err.Error() == "conn closed" {
 				return true
 			}
 		}
 		err = errors.Unwrap(err)
+	}
+	return false
+}
+
+// otherMessage reports that err's message cannot be "conn closed", so it
+// need not be built (a *net.OpError's and an *os.SyscallError's allocate):
+// a system error number's comes from the system's table, a network or
+// system call error's has a ": " before its cause, and the Policy's own
+// error's starts with "sqlretry: ".
+func otherMessage(err error) bool {
+	switch e := err.(type) {
+	case syscall.Errno, *sr.Error:
+		return true
+	case *net.OpError:
+		return e.Err != nil
+	case *os.SyscallError:
+		return e.Err != nil
 	}
 	return false
 }

@@ -90,7 +90,7 @@ func classify(err error, mattn string) (c sr.Class) {
 		return sr.ClassifyNeutral(nil)
 	}
 	defer codes.Recover(&c)
-	if e, ok := errors.AsType[coder](err); ok {
+	if e, ok := codes.As(err, asCoder); ok {
 		return byCode(e.Code())
 	}
 	if n, ok := mattnCode(err, mattn); ok {
@@ -98,6 +98,8 @@ func classify(err error, mattn string) (c sr.Class) {
 	}
 	return sr.ClassifyNeutral(err)
 }
+
+func asCoder(err error) (coder, bool) { e, ok := err.(coder); return e, ok }
 
 // byCode classifies a result code: the extended row, else the primary's.
 func byCode(n int) sr.Class {

@@ -6,7 +6,10 @@ package codes
 
 import (
 	"errors"
+	"net"
+	"os"
 	"strconv"
+	"syscall"
 
 	sr "github.com/sqlretry/sqlretry"
 )
@@ -105,4 +108,101 @@ func Lookup[N any](code string, parse func(string) (N, error), what string, find
 		return sr.Class{Phase: sr.Unknown, Code: code, Reason: "malformed " + what}, false
 	}
 	return find(n)
+}
+
+// As is errors.AsType for an interface type T, with match doing the type
+// assertion (`e, ok := err.(T)`) outside generic code: there the runtime
+// caches the assertion at its call site, where errors.AsType's generic one
+// looks T's method table up again at every link of the chain. It walks err's
+// tree as errors.As does, As methods included, but passes through the types
+// a network failure is made of, and the Policy's *sr.Error, without asking
+// them: T must be a driver error's interface, which none of them implements
+// (TestAsPassesThroughNetworkErrors).
+func As[T any](err error, match func(error) (T, bool)) (T, bool) {
+	for err != nil {
+		switch e := err.(type) {
+		case *net.OpError:
+			err = e.Err
+			continue
+		case *os.SyscallError:
+			err = e.Err
+			continue
+		case syscall.Errno:
+			var zero T
+			return zero, false
+		case *sr.Error:
+			if t, ok := As(e.Cause, match); ok {
+				return t, true
+			}
+			return As(e.Err, match)
+		}
+		if e, ok := match(err); ok {
+			return e, true
+		}
+		if x, ok := err.(interface{ As(any) bool }); ok {
+			p := new(T)
+			if x.As(p) {
+				return *p, true
+			}
+		}
+		switch x := err.(type) {
+		case interface{ Unwrap() error }:
+			err = x.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range x.Unwrap() {
+				if t, ok := As(e, match); ok {
+					return t, true
+				}
+			}
+			var zero T
+			return zero, false
+		default:
+			var zero T
+			return zero, false
+		}
+	}
+	var zero T
+	return zero, false
+}
+
+// Is is errors.Is, passing through the network error types and *sr.Error
+// as As does: none of them is, or has an Is method that matches, a target
+// other than the four syscall.Errno.Is knows (fs.ErrPermission,
+// fs.ErrExist, fs.ErrNotExist, errors.ErrUnsupported), which target must
+// not be.
+func Is(err, target error) bool {
+	for err != nil {
+		switch e := err.(type) {
+		case *net.OpError:
+			err = e.Err
+			continue
+		case *os.SyscallError:
+			err = e.Err
+			continue
+		case syscall.Errno:
+			return false
+		case *sr.Error:
+			return Is(e.Cause, target) || Is(e.Err, target)
+		}
+		if err == target {
+			return true
+		}
+		if x, ok := err.(interface{ Is(error) bool }); ok && x.Is(target) {
+			return true
+		}
+		switch x := err.(type) {
+		case interface{ Unwrap() error }:
+			err = x.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range x.Unwrap() {
+				if Is(e, target) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
 }

@@ -1,9 +1,15 @@
 package codes
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	sr "github.com/sqlretry/sqlretry"
@@ -73,5 +79,79 @@ func TestLookup(t *testing.T) {
 	want := sr.Class{Phase: sr.Unknown, Code: "bad", Reason: "malformed error number"}
 	if c, ok := Lookup("bad", parse, "error number", find); ok || c != want {
 		t.Errorf("Lookup(bad) = %+v, %v, want %+v, false", c, ok, want)
+	}
+}
+
+// The interfaces the engine classifiers look for with As.
+type (
+	sqlStater interface {
+		error
+		SQLState() string
+	}
+	safeToRetrier interface{ SafeToRetry() bool }
+	numberer      interface{ SQLErrorNumber() int32 }
+	coder         interface{ Code() int }
+)
+
+// TestAsPassesThroughNetworkErrors: the types As passes through implement
+// none of the driver interfaces the classifiers look for, and no As method.
+func TestAsPassesThroughNetworkErrors(t *testing.T) {
+	for _, e := range []any{&net.OpError{}, &os.SyscallError{}, syscall.ECONNRESET, &sr.Error{}} {
+		_, a := e.(sqlStater)
+		_, b := e.(safeToRetrier)
+		_, c := e.(numberer)
+		_, d := e.(coder)
+		_, f := e.(interface{ As(any) bool })
+		if a || b || c || d || f {
+			t.Errorf("%T implements an interface As looks for: it must not pass through it", e)
+		}
+	}
+}
+
+type stater struct{ error }
+
+func (stater) SQLState() string { return "40001" }
+
+// TestAsFindsWhatErrorsAsFinds: As and errors.AsType agree on chains and
+// trees that hold a match behind the types As passes through, or none.
+func TestAsFindsWhatErrorsAsFinds(t *testing.T) {
+	match := func(err error) (sqlStater, bool) { s, ok := err.(sqlStater); return s, ok }
+	hit := stater{errors.New("x")}
+	for _, err := range []error{
+		hit,
+		&net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)},
+		&net.OpError{Op: "read", Err: hit},
+		&sr.Error{Err: hit, Cause: sr.ErrRetriesExhausted},
+		&sr.Error{Cause: hit},
+		errors.Join(syscall.EPIPE, hit),
+		&os.SyscallError{Err: fmt.Errorf("w: %w", hit)},
+	} {
+		want, wok := errors.AsType[sqlStater](err)
+		got, ok := As(err, match)
+		if ok != wok || got != want {
+			t.Errorf("As(%v) = %v, %v, want %v, %v", err, got, ok, want, wok)
+		}
+	}
+}
+
+// TestIsFindsWhatErrorsIsFinds: Is and errors.Is agree on chains and trees
+// around the types Is passes through.
+func TestIsFindsWhatErrorsIsFinds(t *testing.T) {
+	target := errors.New("target")
+	for _, err := range []error{
+		target, io.EOF, context.Canceled,
+		&net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)},
+		&net.OpError{Op: "read", Err: fmt.Errorf("w: %w", target)},
+		&net.OpError{Op: "read", Err: context.Canceled},
+		&sr.Error{Err: target, Cause: sr.ErrRetriesExhausted},
+		&sr.Error{Err: io.EOF, Cause: context.Canceled},
+		errors.Join(syscall.EPIPE, target),
+		&os.SyscallError{Err: target},
+	} {
+		for _, tg := range []error{target, context.Canceled, context.DeadlineExceeded} {
+			if got, want := Is(err, tg), errors.Is(err, tg); got != want {
+				t.Errorf("Is(%v, %v) = %v, want %v", err, tg, got, want)
+			}
+		}
 	}
 }
