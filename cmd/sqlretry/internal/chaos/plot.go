@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -135,7 +137,28 @@ func damagePlot(r *RunReport, ymax float64) (*plot.Plot, error) {
 		p.Legend.Add(s.name, l)
 	}
 	p.Legend.Top, p.Legend.Left = true, true
+	p.Y.Tick.Marker = countTicks{}
 	return p, nil
+}
+
+// countTicks labels an axis of counts with whole numbers only: gonum's
+// default ticks label 0 to 30 as "0.00" and "25.00".
+type countTicks struct{}
+
+// Ticks returns the default ticks, labelled as integers; a tick between
+// two integers keeps its mark but loses its label.
+func (countTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i, t := range ticks {
+		switch {
+		case t.Label == "":
+		case t.Value == math.Trunc(t.Value):
+			ticks[i].Label = strconv.Itoa(int(t.Value))
+		default:
+			ticks[i].Label = ""
+		}
+	}
+	return ticks
 }
 
 // renderGrid draws a grid of plots (rows of equal length), aligned, on a
