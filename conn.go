@@ -21,16 +21,17 @@ import (
 // ExecerContext, QueryerContext, NamedValueChecker and Validator; the types
 // below add Pinger and SessionResetter when the inner connection has them.
 type conn struct {
-	c      *connector
-	inner  driver.Conn            // nil after a failed reconnect
-	gen    uint64                 // bumped at each reconnect; statements re-prepare when it moves
-	inTx   bool                   // a transaction begun with BeginTx is open
-	taint  bool                   // ... and a statement in it may have committed part of it (see taints)
-	sess   sqltext.Session        // what the SQL text run on this session says of its transaction state
-	broken bool                   // inner is unusable: replace it before the next command
-	sid    string                 // the server's id of the session, for the Policy's Fencer; "" if unknown
-	fenced atomic.Pointer[string] // a session id fenced after the call that failed on it returned
-	recent [8]recentText          // the last texts this connection read, by a cheap hash (see analyze)
+	c       *connector
+	inner   driver.Conn            // nil after a failed reconnect
+	gen     uint64                 // bumped at each reconnect; statements re-prepare when it moves
+	inTx    bool                   // a transaction begun with BeginTx is open
+	taint   bool                   // ... and a statement in it may have committed part of it (see taints)
+	sess    sqltext.Session        // what the SQL text run on this session says of its transaction state
+	broken  bool                   // inner is unusable: replace it before the next command
+	sid     string                 // the server's id of the session, for the Policy's Fencer; "" if unknown
+	fenced  atomic.Pointer[string] // a session id fenced after the call that failed on it returned
+	refused bool                   // a COMMIT or ROLLBACK failed: the session may hold the transaction still
+	recent  [8]recentText          // the last texts this connection read, by a cheap hash (see analyze)
 
 	// endQuery cancels the command timeout of the last query, whose rows
 	// may be read after QueryContext returned. It runs at the connection's
@@ -65,7 +66,7 @@ func (c connPR) ResetSession(ctx context.Context) error { return c.resetSession(
 // replaced, or says so itself, so that database/sql drops it without being
 // handed driver.ErrBadConn.
 func (c *conn) IsValid() bool {
-	return !c.broken && c.inner != nil && (c.validator == nil || c.validator.IsValid())
+	return !c.broken && !c.refused && c.inner != nil && (c.validator == nil || c.validator.IsValid())
 }
 
 // Prepare is the pre-context entry point; database/sql calls PrepareContext.
@@ -129,6 +130,10 @@ func (c *conn) finishQuery() {
 	if c.endQuery != nil {
 		c.endQuery()
 		c.endQuery = nil
+	}
+	if c.refused {
+		// The next command runs on a new session (see tx.Commit).
+		c.refused, c.broken = false, true
 	}
 }
 
@@ -854,17 +859,29 @@ type tx struct {
 	inner driver.Tx
 }
 
+// Commit commits. A COMMIT that fails may leave the transaction open on
+// the session: a Galera node out of the primary component refuses COMMIT
+// with 1047 and keeps it, as SQLite keeps a transaction whose COMMIT was
+// busy. The session is then never used again (refused): the pool drops it
+// (IsValid), a command on the same sql.Conn gets a new one, and the server
+// rolls the old one back. Whether the COMMIT failed in reply (the session
+// lives on) is still read by RunTx before that. PostgreSQL ends the
+// transaction whatever COMMIT answers.
 func (t *tx) Commit() error {
 	t.c.inTx = false
 	if err := t.inner.Commit(); err != nil {
+		t.c.refused = t.c.c.engine != sqltext.Postgres
 		return hideBadConn(t.c.failed(err))
 	}
 	return nil
 }
 
+// Rollback rolls back; one that fails leaves the session as a failed
+// COMMIT does.
 func (t *tx) Rollback() error {
 	t.c.inTx = false
 	if err := t.inner.Rollback(); err != nil {
+		t.c.refused = t.c.c.engine != sqltext.Postgres
 		return hideBadConn(t.c.failed(err))
 	}
 	return nil

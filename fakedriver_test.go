@@ -91,6 +91,10 @@ type fault struct {
 	kill  bool // the connection is dead afterwards
 	times int  // how many times it fires; 0 means once
 	block bool // wait until the context is done, then return its error
+	// keepOpen: a refused COMMIT leaves the transaction open on the
+	// session (a Galera node's 1047, SQLite's busy COMMIT); the session's
+	// next BEGIN commits it, as MySQL's does.
+	keepOpen bool
 }
 
 type fakeServer struct {
@@ -274,6 +278,9 @@ func (c *fakeConn) BeginTx(ctx context.Context, _ driver.TxOptions) (driver.Tx, 
 	if f := c.s.take("begin", ""); f != nil {
 		return nil, f.fire(ctx, c, nil)
 	}
+	if c.tx != nil {
+		c.tx.apply() // a transaction left open: BEGIN commits it
+	}
 	c.tx = &fakeTx{c: c, ctx: ctx}
 	return c.tx, nil
 }
@@ -450,22 +457,28 @@ func (t *fakeTx) Commit() error {
 	if c.dead {
 		return driver.ErrBadConn
 	}
-	apply := func() {
-		c.s.mu.Lock()
-		for _, p := range t.pending {
-			p(c.s.data)
-		}
-		c.s.mu.Unlock()
-	}
 	if f := c.s.take("commit", ""); f != nil {
-		return f.fire(t.ctx, c, apply)
+		if f.keepOpen {
+			c.tx = t
+		}
+		return f.fire(t.ctx, c, t.apply)
 	}
 	if err := t.ctx.Err(); err != nil {
 		// As pgx's stdlib: COMMIT runs under BeginTx's context.
 		return err
 	}
-	apply()
+	t.apply()
 	return nil
+}
+
+// apply makes the transaction's writes.
+func (t *fakeTx) apply() {
+	t.c.s.mu.Lock()
+	for _, p := range t.pending {
+		p(t.c.s.data)
+	}
+	t.pending = nil
+	t.c.s.mu.Unlock()
 }
 
 func (t *fakeTx) Rollback() error {

@@ -2,6 +2,7 @@ package sqlretry
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"testing"
@@ -67,5 +68,35 @@ func TestWithOpSurvivesErrSkip(t *testing.T) {
 	}
 	if srv.get("n") != 1 {
 		t.Errorf("n = %d, want 1", srv.get("n"))
+	}
+}
+
+// A COMMIT refused while the transaction stays open on the session (a
+// Galera node out of the primary component answers 1047 to COMMIT;
+// SQLite's busy COMMIT keeps the transaction) must not leave that session
+// to the pool: RunTx ran the transaction again, the next BEGIN on the same
+// session committed the first attempt, and the write was applied twice.
+func TestRefusedCommitSessionNotReused(t *testing.T) {
+	for _, viaConnector := range []bool{false, true} {
+		srv := newFakeServer(&fault{op: "commit", err: errDeadlock, keepOpen: true})
+		p := testPolicy(t, Config{})
+		var db *sql.DB
+		if viaConnector {
+			db = sql.OpenDB(Connector(&fakeConnector{s: srv}, p))
+		} else {
+			db = sql.OpenDB(&fakeConnector{s: srv})
+		}
+		defer db.Close()
+		db.SetMaxOpenConns(1)
+		err := RunTx(context.Background(), db, p, Write("add", nil), nil, func(ctx context.Context, tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, "ADD n 1")
+			return err
+		})
+		if err != nil {
+			t.Fatalf("connector=%v: RunTx: %v; want the refused COMMIT retried", viaConnector, err)
+		}
+		if got := srv.get("n"); got != 1 {
+			t.Errorf("connector=%v: n = %d, want 1 (applied once)", viaConnector, got)
+		}
 	}
 }

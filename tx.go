@@ -187,8 +187,11 @@ func (t *txRun) attempt(ctx context.Context) error {
 			err = partlyCommitted(err, t.p.Classify(err))
 		}
 		// The transaction is over whether or not the rollback succeeds: a
-		// server rolls back a transaction whose connection is gone.
-		_ = tx.Rollback()
+		// server rolls back a transaction whose connection is gone, and a
+		// session whose ROLLBACK failed is dropped.
+		if tx.Rollback() != nil && wc == nil {
+			discard(conn)
+		}
 		return err
 	}
 	t.stage = stageCommit
@@ -198,6 +201,14 @@ func (t *txRun) attempt(ctx context.Context) error {
 	}
 	doneBefore := ctx.Err() != nil
 	err = tx.Commit()
+	if err != nil && wc == nil {
+		// A refused COMMIT may leave the transaction open on the session
+		// (a Galera node's 1047; SQLite's busy COMMIT with some drivers),
+		// and the next BEGIN on it would commit it: the session is dropped,
+		// after sessionEnded has read whether it lived on. (The Connector's
+		// connection drops itself.)
+		defer discard(conn)
+	}
 	switch {
 	case err == nil:
 		return nil
@@ -217,6 +228,12 @@ func (t *txRun) attempt(ctx context.Context) error {
 		return lostAfter(err)
 	}
 	return err
+}
+
+// discard closes conn's session instead of returning it to the pool: a
+// driver.ErrBadConn from Raw's function makes database/sql close it.
+func discard(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 }
 
 // sessionFence returns a fence for the session conn is on, taken before

@@ -15,6 +15,7 @@ const (
 	srcTimeouts       = "MySQL server error reference (1317 ER_QUERY_INTERRUPTED, 3024 ER_QUERY_TIMEOUT) and MariaDB error codes (1969 ER_STATEMENT_TIMEOUT): a statement stopped on purpose, not transient by default"
 	srcPermanent      = "MySQL server error reference (https://dev.mysql.com/doc/mysql-errors/8.4/en/server-error-reference.html); MySqlConnector MySqlErrorCode.g.cs; Giorgi/EntityFramework.Exceptions"
 	srcIdleTimeout    = "MySQL 8.0.24+ ER_CLIENT_INTERACTION_TIMEOUT: sql-common/net_serv.cc sets it when the wait for a command's first packet times out, and the server sends it in place of a reply and closes (mysql/mysql-server)"
+	srcGalera1180     = "MariaDB sql/wsrep_thd.h wsrep_override_error: wsrep e_error_during_commit and e_append_fragment_error become ER_ERROR_DURING_COMMIT 1180 (https://github.com/MariaDB/server/blob/10.11/sql/wsrep_thd.h)"
 	srcMariaDB4031    = "MariaDB 10.2+ sql/share/errmsg-utf8.txt ER_REFERENCED_TRG_DOES_NOT_EXIST = 4031, raised by sql_trigger.cc for CREATE TRIGGER ... FOLLOWS/PRECEDES a missing trigger (MariaDB/server; mysql-test lib/My constants \"end of 10.2 errors\")"
 	srcInitConnect    = "MariaDB and MySQL sql/sql_connect.cc prepare_new_connection_state: when init_connect fails the server reads the client's first command, does not run it, answers ER_NEW_ABORTING_CONNECTION (\"init_connect command failed\") and ends the session"
 )
@@ -98,7 +99,11 @@ var entries = []Entry{
 	row(1292, false, sr.NotApplied, srcPermanent, "ER_TRUNCATED_WRONG_VALUE: incorrect value"),
 	row(1366, false, sr.NotApplied, srcPermanent, "ER_TRUNCATED_WRONG_VALUE_FOR_FIELD: incorrect value for the column"),
 	row(1365, false, sr.NotApplied, srcPermanent, "ER_DIVISION_BY_ZERO: division by zero"),
-	row(1047, false, sr.NotApplied, srcPermanent, "ER_UNKNOWN_COM_ERROR: unknown command"),
+	row(1047, false, sr.NotApplied, srcPermanent, "ER_UNKNOWN_COM_ERROR: unknown command (Galera's \"WSREP has not yet prepared node\" is read apart: retried)"),
+	// A COMMIT that fails in the storage engine or in Galera's replication
+	// ("Not connected to Primary Component"): the other nodes may have
+	// ordered the write set, so it may have committed.
+	row(1180, true, sr.Unknown, srcGalera1180, "ER_ERROR_DURING_COMMIT: the commit failed in the storage engine or in Galera replication: it may have committed"),
 }
 
 func row(n uint16, retryable bool, phase sr.Phase, src, reason string) Entry {

@@ -63,6 +63,9 @@ func classify(err error) (c sr.Class) {
 		if me.Number == 4031 && !strings.Contains(me.Message, interactionTimeoutText) {
 			return mariaDB4031
 		}
+		if me.Number == 1047 && strings.Contains(me.Message, "WSREP") {
+			return galera1047
+		}
 		c, _ := verdict(me.Number)
 		return c
 	}
@@ -90,6 +93,18 @@ const interactionTimeoutText = "disconnected by the server because of inactivity
 // retry, and a MySQL message in another language lands here, where it is
 // merely not retried.
 var mariaDB4031 = sr.Class{Phase: sr.NotApplied, Code: "4031", Reason: "ER_REFERENCED_TRG_DOES_NOT_EXIST (MariaDB): CREATE TRIGGER ... FOLLOWS/PRECEDES names a trigger that does not exist: not retried"}
+
+// galera1047 is the verdict on Galera's 1047, "WSREP has not yet prepared
+// node for application use": the node is not in the primary component (cut
+// off, or still joining), and refused the statement — BEGIN, COMMIT and
+// ROLLBACK too — before it ran. Retried, as a node that rejoins (or a pool
+// that reaches another) takes it. A refused COMMIT leaves the transaction
+// open on that session, which RunTx and the Connector then drop. MySQL's
+// own 1047, an unknown command, stays permanent (the table). Sources:
+// MariaDB's wsrep_cluster_status documentation
+// (https://mariadb.com/docs/reference/mdb/status-variables/wsrep_cluster_status/);
+// MaxScale's readwritesplit treats 1047 with this message as a node error.
+var galera1047 = codes.Tag(sr.Class{Retryable: true, Phase: sr.NotApplied, Code: "1047", Reason: "WSREP has not yet prepared node for application use (Galera): the node is not in the primary component; the statement was refused before it ran"}, contention)
 
 func unlisted(n uint16) sr.Class {
 	return sr.Class{Phase: sr.NotApplied, Code: itoa(n), Reason: "error number not listed as transient: not retried"}

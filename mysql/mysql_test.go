@@ -69,6 +69,29 @@ func Test4031MySQLAndMariaDB(t *testing.T) {
 	}
 }
 
+// Test1047GaleraAndMySQL: Galera's "WSREP has not yet prepared node for
+// application use" (a node out of the primary component refused the
+// statement: retry) against MySQL's unknown command (permanent); and 1180,
+// a COMMIT that failed in Galera's replication, which may have committed.
+func Test1047GaleraAndMySQL(t *testing.T) {
+	for _, c := range []struct {
+		n         uint16
+		msg       string
+		retryable bool
+		phase     sr.Phase
+		kind      sr.Kind
+	}{
+		{1047, "WSREP has not yet prepared node for application use", true, sr.NotApplied, sr.Unavailable},
+		{1047, "Unknown command", false, sr.NotApplied, sr.KindUnknown},
+		{1180, "Error while appending streaming replication fragment(provider status: Not connected to Primary Component)", true, sr.Unknown, sr.Unavailable},
+	} {
+		got := Classify(fmt.Errorf("commit: %w", &gomysql.MySQLError{Number: c.n, SQLState: [5]byte{'0', '8', 'S', '0', '1'}, Message: c.msg}))
+		if got.Retryable != c.retryable || got.Phase != c.phase || got.Kind != c.kind {
+			t.Errorf("%d %q: got %+v, want Retryable %v, Phase %v, Kind %v", c.n, c.msg, got, c.retryable, c.phase, c.kind)
+		}
+	}
+}
+
 func TestClassifyNamedNumbers(t *testing.T) {
 	cases := []struct {
 		n         uint16
