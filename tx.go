@@ -169,7 +169,9 @@ func (t *txRun) attempt(ctx context.Context) error {
 	finished := false
 	defer func() {
 		if !finished { // fn panicked: roll back, and let the panic go on
-			_ = tx.Rollback()
+			if tx.Rollback() != nil && wc == nil {
+				discard(conn)
+			}
 		}
 	}()
 	err = t.fn(ctx, tx)
