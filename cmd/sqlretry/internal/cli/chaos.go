@@ -305,6 +305,10 @@ func runTasks(ctx context.Context, env Env, tty display, o *chaosOpts, red *chao
 		}
 	}
 	prog.Finish()
+	if errors.Is(err, chaos.ErrInterrupted) {
+		removePlot()
+		return interruptedBeforeStart(env, o)
+	}
 	if err != nil {
 		removePlot()
 		return chaosError(env, red, err)
@@ -423,11 +427,26 @@ func touchPlot(file string) (remove func(), err error) {
 	return remove, nil
 }
 
-func chaosError(env Env, red *chaos.Redactor, err error) int {
-	if errors.Is(err, chaos.ErrInterrupted) {
-		fmt.Fprintln(env.Stderr, "chaos: "+err.Error())
-		return ExitInterrupted
+// interruptedBeforeStart reports a tasks run interrupted before its
+// workload started: nothing ran, so nothing was checked. --json still gets
+// its one document.
+func interruptedBeforeStart(env Env, o *chaosOpts) int {
+	if o.json {
+		doc := struct {
+			Scenario    string `json:"scenario"`
+			DurationMS  int64  `json:"duration_ms"`
+			PlannedMS   int64  `json:"planned_duration_ms"`
+			Interrupted bool   `json:"interrupted"`
+			OK          bool   `json:"ok"`
+		}{string(chaos.ScenarioTasks), 0, o.cfg.WithDefaults().Duration.Milliseconds(), true, false}
+		_ = writeJSON(env.Stdout, doc)
+	} else {
+		fmt.Fprintln(env.Stdout, "INTERRUPTED before the workload started: nothing ran, nothing to check")
 	}
+	return ExitInterrupted
+}
+
+func chaosError(env Env, red *chaos.Redactor, err error) int {
 	msg := red.String(err.Error())
 	var ie *chaos.InputError
 	if errors.As(err, &ie) {

@@ -440,19 +440,40 @@ func TestChaosContentionSQLite(t *testing.T) {
 	}
 }
 
-// TestChaosContentionInterruptedBeforeStart: a run whose context ends
-// before any mode ran says so and exits 130, in text.
-func TestChaosContentionInterruptedBeforeStart(t *testing.T) {
+// TestChaosInterruptedBeforeStart: a run whose context ends before its
+// workload starts says so and exits 130, in text and in JSON, in both
+// scenarios.
+func TestChaosInterruptedBeforeStart(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	var out, errb bytes.Buffer
-	code := Main(ctx, []string{"chaos", "--scenario", "contention", "--duration", "1s"}, &out, &errb)
-	if code != ExitInterrupted {
-		t.Fatalf("exit: got %d, want %d\nstdout: %s\nstderr: %s", code, ExitInterrupted, out.String(), errb.String())
-	}
-	if !strings.Contains(out.String(), "INTERRUPTED before any policy ran") || strings.Contains(out.String(), "success rate") {
-		t.Errorf("report: want the interruption named and no empty table, got\n%s", out.String())
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--scenario", "contention"}, "INTERRUPTED before any policy ran"},
+		{nil, "INTERRUPTED before the workload started"},
+	} {
+		for _, asJSON := range []bool{false, true} {
+			var out, errb bytes.Buffer
+			args := append([]string{"chaos", "--duration", "1s"}, c.args...)
+			if asJSON {
+				args = append(args, "--json")
+			}
+			code := Main(ctx, args, &out, &errb)
+			if code != ExitInterrupted {
+				t.Fatalf("%q: exit: got %d, want %d\nstdout: %s\nstderr: %s", args, code, ExitInterrupted, out.String(), errb.String())
+			}
+			switch {
+			case asJSON:
+				var d struct{ Interrupted, OK bool }
+				if err := json.Unmarshal(out.Bytes(), &d); err != nil || !d.Interrupted || d.OK {
+					t.Errorf("%q: got %s (%v), want one document, interrupted and not ok", args, out.String(), err)
+				}
+			case !strings.Contains(out.String(), c.want) || strings.Contains(out.String(), "success rate"):
+				t.Errorf("%q: want %q and no empty table, got\n%s", args, c.want, out.String())
+			}
+		}
 	}
 }
 
