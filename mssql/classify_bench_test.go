@@ -27,7 +27,9 @@ func practice() []errsample.Case {
 		{Name: "2627", Err: gomssql.Error{Number: 2627, Class: 14, Message: "Violation of PRIMARY KEY constraint"}},
 		{Name: "208", Err: gomssql.Error{Number: 208, Class: 16, Message: "Invalid object name"}},
 		{Name: "10054-class20", Err: gomssql.Error{Number: 10054, Class: 20}},
-		{Name: "3621-after-1205", Err: gomssql.Error{Number: 3621, Class: 0, Message: "The statement has been terminated.", All: []gomssql.Error{deadlock}}},
+		// All holds every error of the reply, the last (the Error itself) too.
+		{Name: "3621-after-1205", Err: gomssql.Error{Number: 3621, Class: 0, Message: "The statement has been terminated.", All: []gomssql.Error{deadlock, {Number: 3621, Message: "The statement has been terminated."}}}},
+		{Name: "50001-user", Err: gomssql.Error{Number: 50001, Class: 16, Message: "raised by the application"}},
 	}
 	return errsample.Wrapped(append(engine, errsample.Neutral()...), outerError)
 }

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"sync/atomic"
 
 	sr "github.com/sqlretry/sqlretry"
 	"github.com/sqlretry/sqlretry/internal/codes"
@@ -122,13 +123,14 @@ func classify(err error) (c sr.Class) {
 		if s, ok := e.(severitier); ok {
 			sev = s.SQLErrorClass()
 		}
-		if c, ok := verdict(n, sev); ok && c.Retryable {
+		c, listed := verdict(n, sev)
+		if listed && c.Retryable {
 			return c
 		}
-		if c, ok := retryableInAll(e); ok {
-			return c
+		if r, ok := retryableInAll(e); ok {
+			return r
 		}
-		if c, ok := verdict(n, sev); ok {
+		if listed {
 			return c
 		}
 		return bySeverity(n, sev)
@@ -197,28 +199,64 @@ func retryableInAll(e error) (sr.Class, bool) {
 	if v.Kind() != reflect.Struct {
 		return sr.Class{}, false
 	}
-	all := v.FieldByName("All")
-	if !all.IsValid() || all.Kind() != reflect.Slice || all.Len() < 2 {
+	l := layoutOf(v.Type())
+	if l.all == nil {
+		return sr.Class{}, false
+	}
+	all := v.FieldByIndex(l.all)
+	if all.Len() < 2 || l.number == nil {
 		return sr.Class{}, false
 	}
 	for i := 0; i < all.Len(); i++ {
 		el := all.Index(i)
-		if el.Kind() != reflect.Struct {
-			return sr.Class{}, false
-		}
-		num := el.FieldByName("Number")
-		if !num.IsValid() || !num.CanInt() {
-			return sr.Class{}, false
-		}
 		var sev uint8
-		if cl := el.FieldByName("Class"); cl.IsValid() && cl.CanUint() {
-			sev = uint8(cl.Uint())
+		if l.class != nil {
+			sev = uint8(el.FieldByIndex(l.class).Uint())
 		}
-		if c, ok := verdict(int32(num.Int()), sev); ok && c.Retryable {
+		if c, ok := verdict(int32(el.FieldByIndex(l.number).Int()), sev); ok && c.Retryable {
 			return c, true
 		}
 	}
 	return sr.Class{}, false
+}
+
+// allLayout is where an error struct type keeps what retryableInAll reads:
+// all, the index of a slice field All (nil if there is none); number and
+// class, of the integer fields Number and Class of its elements, which must
+// be structs (nil if absent or of another kind).
+type allLayout struct {
+	t                  reflect.Type
+	all, number, class []int
+}
+
+// lastLayout is the layout of the last type retryableInAll read: in
+// practice go-mssqldb's Error alone, so FieldByName runs once, not for
+// every error and every element.
+var lastLayout atomic.Pointer[allLayout]
+
+func layoutOf(t reflect.Type) *allLayout {
+	if l := lastLayout.Load(); l != nil && l.t == t {
+		return l
+	}
+	l := &allLayout{t: t}
+	if f, ok := t.FieldByName("All"); ok && f.Type.Kind() == reflect.Slice {
+		l.all = f.Index
+		if el := f.Type.Elem(); el.Kind() == reflect.Struct {
+			if n, ok := el.FieldByName("Number"); ok && canInt(n.Type.Kind()) {
+				l.number = n.Index
+			}
+			if c, ok := el.FieldByName("Class"); ok && canUint(c.Type.Kind()) {
+				l.class = c.Index
+			}
+		}
+	}
+	lastLayout.Store(l)
+	return l
+}
+
+func canInt(k reflect.Kind) bool { return k >= reflect.Int && k <= reflect.Int64 }
+func canUint(k reflect.Kind) bool {
+	return k >= reflect.Uint && k <= reflect.Uintptr
 }
 
 // Lookup returns SQL Server's verdict on a bare error number, as the command

@@ -101,3 +101,14 @@ func TestPracticeVerdicts(t *testing.T) {
 		return fmt.Sprintf("%+v\n\tcrdb %+v\n\tlibpq %+v", Classify(err), ClassifyCockroach(err), ClassifyLibPQ(err))
 	})
 }
+
+// TestConnectReasonSpellsEveryCode: the written-out reasons read as the
+// general one does.
+func TestConnectReasonSpellsEveryCode(t *testing.T) {
+	for _, code := range []string{"dial", "dns", "conn-refused", "conn-reset", "net-timeout", "eof", "bad-conn", "other"} {
+		want := "pgconn.ConnectError: the connection was never established, nothing was sent (" + code + ")"
+		if got := connectReason(code); got != want {
+			t.Errorf("connectReason(%q) = %q, want %q", code, got, want)
+		}
+	}
+}

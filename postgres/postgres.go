@@ -117,7 +117,7 @@ func ClassifyCockroach(err error) sr.Class { return codes.Tag(classify(crdbTable
 // [LibPQClassifier].
 func ClassifyLibPQ(err error) sr.Class {
 	c := Classify(err)
-	if c.Code == "bad-conn" && errors.Is(err, driver.ErrBadConn) {
+	if c.Code == "bad-conn" && codes.Is(err, driver.ErrBadConn) {
 		c.Phase = sr.Unknown
 		c.Reason = "driver.ErrBadConn from lib/pq: the connection broke, but lib/pq also returns it after sending (lib/pq#939), so the command may have run"
 	}
@@ -173,13 +173,39 @@ func classify(t *table, err error) (c sr.Class) {
 		// A reset or timeout during the handshake (a server shutting down,
 		// seen in dbtest's restart tests) cannot have run a statement.
 		c.Phase = sr.NotSent
-		c.Reason = "pgconn.ConnectError: the connection was never established, nothing was sent (" + c.Code + ")"
+		c.Reason = connectReason(c.Code)
 	}
 	return c
 }
 
 func asSQLStater(err error) (sqlStater, bool)         { e, ok := err.(sqlStater); return e, ok }
 func asSafeToRetrier(err error) (safeToRetrier, bool) { e, ok := err.(safeToRetrier); return e, ok }
+
+// connectReason is the reason for a retryable transport failure inside a
+// pgconn.ConnectError, written out for the neutral codes so that the
+// verdict costs no allocation.
+func connectReason(code string) string {
+	const (
+		prefix = "pgconn.ConnectError: the connection was never established, nothing was sent ("
+	)
+	switch code {
+	case "dial":
+		return prefix + "dial)"
+	case "dns":
+		return prefix + "dns)"
+	case "conn-refused":
+		return prefix + "conn-refused)"
+	case "conn-reset":
+		return prefix + "conn-reset)"
+	case "net-timeout":
+		return prefix + "net-timeout)"
+	case "eof":
+		return prefix + "eof)"
+	case "bad-conn":
+		return prefix + "bad-conn)"
+	}
+	return prefix + code + ")"
+}
 
 // connectError reports whether err's chain holds a *pgconn.ConnectError,
 // recognised by its type's name and package path so as not to import
