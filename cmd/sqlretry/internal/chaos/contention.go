@@ -165,6 +165,9 @@ type pairRun struct {
 
 	mu        sync.Mutex
 	told      map[string]outcome // call id → what its caller was told
+	// finishedAt is when each call returned, on the run's clock: the
+	// damage over time is placed by it.
+	finishedAt map[string]time.Duration
 	failedBy  map[string]int64
 	latencies []time.Duration
 	samples   []Sample
@@ -190,7 +193,7 @@ func runMode(ctx context.Context, cfg Config, mode string) (*ModeReport, []strin
 		return nil, nil, err
 	}
 	defer tgt.close()
-	pr := &pairRun{cfg: cfg, mode: mode, q: queriesFor(cfg.Engine), told: map[string]outcome{}, failedBy: map[string]int64{}}
+	pr := &pairRun{cfg: cfg, mode: mode, q: queriesFor(cfg.Engine), told: map[string]outcome{}, finishedAt: map[string]time.Duration{}, failedBy: map[string]int64{}}
 	if err := pr.open(ctx, tgt); err != nil {
 		return nil, nil, err
 	}
@@ -328,6 +331,7 @@ func (pr *pairRun) done(id string, began time.Time, err error) {
 	defer pr.mu.Unlock()
 	pr.calls++
 	pr.told[id] = o
+	pr.finishedAt[id] = pr.cfg.Now().Sub(pr.start)
 	if o == toldOK {
 		pr.ok++
 	} else {

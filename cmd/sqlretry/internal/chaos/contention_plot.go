@@ -27,7 +27,9 @@ var modeColors = map[string]color.Color{
 const successWindow = time.Second
 
 // WriteContentionPlot draws r to path, a .png or .svg file: each mode's
-// success rate over time, and below it each budgeted mode's budget level.
+// success rate over time; below it the damage each mode did so far (calls
+// applied twice, lost or misreported); and each budgeted mode's budget
+// level.
 func WriteContentionPlot(path string, r *ContentionReport) error {
 	ext := strings.ToLower(filepath.Ext(path))
 	if ext != ".png" && ext != ".svg" {
@@ -49,22 +51,29 @@ func DrawContentionPlot(w io.Writer, format string, r *ContentionReport) error {
 	if r == nil || len(r.Modes) == 0 {
 		return errors.New("no run to plot")
 	}
-	top, bottom := plot.New(), plot.New()
+	top, middle, bottom := plot.New(), plot.New(), plot.New()
 	total := float64(r.DurationMS) / 1000
 	top.Title.Text = fmt.Sprintf("sqlretry chaos --scenario contention: %s, %d workers on %d hot rows", r.Engine, r.Workers, r.HotRows)
 	top.Y.Label.Text = fmt.Sprintf("success rate, %% of calls (over %s)", successWindow)
 	bottom.Y.Label.Text = "retry budget (tokens)"
+	middle.Title.Text = "damage so far: calls applied twice, lost or told the wrong outcome"
+	middle.Y.Label.Text = "calls"
+	middle.Y.Tick.Marker = countTicks{}
 	unbudgeted := []string{}
-	for _, p := range []*plot.Plot{top, bottom} {
+	for _, p := range []*plot.Plot{top, middle, bottom} {
 		p.X.Label.Text = "seconds into each policy's run"
 		p.X.Min, p.X.Max, p.Y.Min = 0, total, 0
 		p.Legend.Top = true
 	}
 	top.Y.Max = 125 // headroom for the legend above 100 %
 	bottom.Y.Max = 13
+	middle.Y.Max = 1
 	for _, m := range r.Modes {
 		rate, budget := successRates(m.Samples, successWindow), budgetLevels(m.Samples)
 		if err := addLine(top, rate, m.Mode); err != nil {
+			return err
+		}
+		if err := addLine(middle, damageTotals(m.Damage, &middle.Y.Max), m.Mode); err != nil {
 			return err
 		}
 		if len(budget) == 0 {
@@ -78,7 +87,19 @@ func DrawContentionPlot(w io.Writer, format string, r *ContentionReport) error {
 	if len(unbudgeted) > 0 {
 		bottom.Title.Text = "no budget: " + strings.Join(unbudgeted, ", ")
 	}
-	return renderGrid(w, format, [][]*plot.Plot{{top}, {bottom}}, 20*vg.Centimeter, 18*vg.Centimeter)
+	middle.Y.Max *= 1.35 // headroom for the legend
+	return renderGrid(w, format, [][]*plot.Plot{{top}, {middle}, {bottom}}, 20*vg.Centimeter, 26*vg.Centimeter)
+}
+
+// damageTotals is a mode's damage so far at each point, and raises *ymax
+// to its largest.
+func damageTotals(points []DamagePoint, ymax *float64) plotter.XYs {
+	out := make(plotter.XYs, len(points))
+	for i, d := range points {
+		out[i] = plotter.XY{X: d.elapsed().Seconds(), Y: float64(d.Lost + d.AppliedTwice + d.Misreported)}
+		*ymax = max(*ymax, out[i].Y)
+	}
+	return out
 }
 
 // addLine adds one mode's series to p, in the mode's colour.

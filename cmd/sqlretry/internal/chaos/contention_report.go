@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -77,8 +78,10 @@ type ModeReport struct {
 	// ambiguous, or (the blind loop) replayed without asking.
 	Settlement Settlement `json:"commit_settlement"`
 
-	// Samples are the run's time series, for the plot.
-	Samples []Sample `json:"-"`
+	// Samples are the run's time series, and Damage the calls lost,
+	// applied twice or misreported by each sample's time, for the plot.
+	Samples []Sample      `json:"-"`
+	Damage  []DamagePoint `json:"-"`
 }
 
 // PairInvariants are what the database holds against what the callers
@@ -157,6 +160,7 @@ func (pr *pairRun) report(ctx context.Context) (*ModeReport, error) {
 	for k, v := range pr.failedBy {
 		mr.Failed[k] = v
 	}
+	mr.Damage = pairDamage(pr.told, copiesOf(rows), pr.finishedAt, pr.samples)
 	mr.Settlement.StillAmbiguous = mr.Failed["ambiguous"]
 	return mr, nil
 }
@@ -204,6 +208,55 @@ func (pr *pairRun) invariants(ctx context.Context) (PairInvariants, map[attemptI
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	return countPairInvariants(pr.told, applied, total), rows, nil
+}
+
+// copiesOf counts each call's copies among the attempts the table holds.
+func copiesOf(rows map[attemptID]bool) map[string]int {
+	n := map[string]int{}
+	for a := range rows {
+		n[a.call]++
+	}
+	return n
+}
+
+// pairDamage places each call's damage (lost, applied twice, misreported:
+// what countPairInvariants counts) at the time the call returned, and
+// adds it up at each sample's time.
+func pairDamage(told map[string]outcome, copies map[string]int, finishedAt map[string]time.Duration, samples []Sample) []DamagePoint {
+	type event struct {
+		at time.Duration
+		d  DamagePoint
+	}
+	var evs []event
+	for id, at := range finishedAt {
+		n, o := copies[id], told[id]
+		var d DamagePoint
+		d.AppliedTwice = max(n-1, 0)
+		if o == toldOK && n == 0 {
+			d.Lost = 1
+		}
+		if o == toldFailed && n > 0 {
+			d.Misreported = 1
+		}
+		if d != (DamagePoint{}) {
+			evs = append(evs, event{at, d})
+		}
+	}
+	slices.SortFunc(evs, func(a, b event) int { return cmp.Compare(a.at, b.at) })
+	out := make([]DamagePoint, len(samples))
+	var sum DamagePoint
+	i := 0
+	for k, s := range samples {
+		last := k == len(samples)-1 // calls in flight at the stop end after it
+		for ; i < len(evs) && (evs[i].at <= s.Elapsed || last); i++ {
+			sum.Lost += evs[i].d.Lost
+			sum.AppliedTwice += evs[i].d.AppliedTwice
+			sum.Misreported += evs[i].d.Misreported
+		}
+		out[k] = sum
+		out[k].ElapsedMS = s.Elapsed.Milliseconds()
+	}
+	return out
 }
 
 // countPairInvariants is the pure part of invariants: told is what each

@@ -388,3 +388,30 @@ func TestContentionOnInjectedClock(t *testing.T) {
 		t.Errorf("blind loop: got %+v, want calls applied twice (its COMMIT replies were lost)", blind.Invariants)
 	}
 }
+
+// TestPairDamage places each call's damage at the time it returned: a
+// call applied three times counts two copies too many, a call told OK and
+// not applied is lost, a call told it failed and applied is misreported;
+// a call that returned after the last sample counts in the last point.
+func TestPairDamage(t *testing.T) {
+	told := map[string]outcome{"twice": toldOK, "lost": toldOK, "mis": toldFailed, "fine": toldOK, "late": toldOK}
+	copies := map[string]int{"twice": 3, "mis": 1, "fine": 1, "late": 2}
+	at := map[string]time.Duration{"twice": 100 * time.Millisecond, "lost": 250 * time.Millisecond, "mis": 250 * time.Millisecond,
+		"fine": 50 * time.Millisecond, "late": 900 * time.Millisecond}
+	samples := []Sample{{Elapsed: 0}, {Elapsed: 200 * time.Millisecond}, {Elapsed: 400 * time.Millisecond}, {Elapsed: 500 * time.Millisecond}}
+	got := pairDamage(told, copies, at, samples)
+	want := []DamagePoint{
+		{ElapsedMS: 0},
+		{ElapsedMS: 200, AppliedTwice: 2},
+		{ElapsedMS: 400, AppliedTwice: 2, Lost: 1, Misreported: 1},
+		{ElapsedMS: 500, AppliedTwice: 3, Lost: 1, Misreported: 1},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d points, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("point %d: got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}

@@ -6,7 +6,9 @@
 // contention scenario ([RunContention], contention.go) runs hot rows and
 // opposite-order two-row transactions under sqlretry's policy, the old
 // defaults and a blind loop, and sets their success rates, latencies,
-// attempts per call and budget refusals side by side.
+// attempts per call and budget refusals side by side; its plot
+// ([WriteContentionPlot]) draws each policy's success rate, the damage it
+// did over time (calls applied twice, lost or misreported) and its budget.
 //
 //	r, err := chaos.Run(ctx, chaos.Config{})   // 20 s on a temporary SQLite database
 //	if err != nil { ... }                      // an *InputError (bad setting, unusable DSN), or ErrInterrupted

@@ -190,7 +190,7 @@ func (o *chaosOpts) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.cfg.Policy.Rules, "rules", "", "retryExec rules in the JDBC rule language, in the engine's code syntax: 40001,40P01:3,2*2 (postgres), 1213:3,2*2 (mysql)")
 	fs.StringVar(&o.compare, "compare", "", "naive: run the same seeded workload again with blind replay and show both; the exit code is sqlretry's run's alone")
 	fs.BoolVar(&o.naive, "naive", false, "run only the blind-replay store, to see its damage (exits 1 when it does any)")
-	fs.StringVar(&o.plot, "plot", "", "write throughput, attempts and budget over time to FILE (.png or .svg)")
+	fs.StringVar(&o.plot, "plot", "", "write the run over time to FILE (.png or .svg): throughput, attempts, budget, and the damage done (beside a naive run; contention: per policy)")
 	fs.BoolVar(&o.cfg.NoProxy, "no-proxy", false, "with --dsn, inject driver-level faults only, without the wire proxy")
 	fs.StringVar(&o.cfg.Verifier, "verifier", chaos.VerifierAuto, "the commit verifier that settles an ambiguous COMMIT of a transaction without a Verify of its own: "+
 		"auto (postgres: pg_xact_status, then a marker table; mysql, sqlite: a marker table), xact (pg_xact_status; postgres only), marker, or none")
