@@ -163,15 +163,15 @@ type pairRun struct {
 	ran         time.Duration
 	interrupted bool
 
-	mu        sync.Mutex
-	told      map[string]outcome // call id → what its caller was told
+	mu   sync.Mutex
+	told map[string]outcome // call id → what its caller was told
 	// finishedAt is when each call returned, on the run's clock: the
 	// damage over time is placed by it.
 	finishedAt map[string]time.Duration
-	failedBy  map[string]int64
-	latencies []time.Duration
-	samples   []Sample
-	calls, ok int64
+	failedBy   map[string]int64
+	latencies  []time.Duration
+	samples    []Sample
+	calls, ok  int64
 }
 
 // outcome is what a call's caller was told.
