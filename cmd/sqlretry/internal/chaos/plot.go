@@ -222,6 +222,7 @@ func runPlots(r *RunReport) (top, bottom *plot.Plot, err error) {
 	top.X.Label.Text = "seconds"
 	top.Y.Label.Text = "per second"
 	top.Y.Min = 0
+	top.Y.Tick.Marker = countTicks{}
 	ymax := 1.0
 	for _, xy := range append(append(append(plotter.XYs{}, ops...), attempts...), faultsXY...) {
 		ymax = max(ymax, xy.Y)
