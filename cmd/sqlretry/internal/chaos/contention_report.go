@@ -354,7 +354,11 @@ func (r *ContentionReport) writeSettlementNotes(w io.Writer) {
 	for _, m := range r.Modes {
 		if m.Mode == modeSQLretry {
 			fmt.Fprintf(w, "ambiguous COMMITs: the connection reset in reply to COMMIT, after it committed (commit_applied_reply_lost) or not (commit_not_applied); commit verifier: %s\n", m.Settlement.Verifier)
-			fmt.Fprintln(w, "  each verdict is held against the attempt's own row: \"verdicts wrong\" must be 0")
+			if m.Settlement.Verifier == "none" {
+				fmt.Fprintln(w, "  with no verifier, the caller of each is told ErrAmbiguous (still ambiguous): the truth, but no answer")
+			} else {
+				fmt.Fprintln(w, "  each verdict is held against the attempt's own row: \"verdicts wrong\" must be 0")
+			}
 			fmt.Fprintln(w)
 		}
 	}
