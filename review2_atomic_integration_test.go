@@ -1,0 +1,85 @@
+package sqlretry_test
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	sr "github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/internal/dbtest"
+	"github.com/sqlretry/sqlretry/postgres"
+)
+
+// Review finding (wrong outcome, lost write): a PostgreSQL 14+ SQL-standard
+// function body (CREATE FUNCTION/PROCEDURE … BEGIN ATOMIC …; END) run inside
+// a transaction opened with a plain BEGIN makes the Session tracker believe
+// the transaction ended: forEachStatement splits the text at the body's ";"
+// and reads the trailing END as PostgreSQL's END (= COMMIT), and since
+// straysAct() is false on PostgreSQL the stray BEGIN no longer turns the
+// session Unsure (it did before 9f07b97..HEAD). The connection is then
+// unpinned: after its backend dies, the next statement is retried on a new
+// session in autocommit, the caller's later COMMIT "succeeds", and the
+// transaction's earlier write is gone.
+func TestReview2BeginAtomicEndsTrackedTx(t *testing.T) {
+	if os.Getenv("SQLRETRY_REVIEW") != "1" {
+		t.Skip("known failing review finding: BEGIN ATOMIC body's END read as COMMIT (PostgreSQL session tracker); set SQLRETRY_REVIEW=1")
+	}
+	dsn := dbtest.FreshPostgres(t)
+	p := newPolicy(t, sr.Config{Classifier: postgres.Classifier})
+	db, err := sr.Open("pgx", dsn, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	admin := openPG(t, dsn)
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE t (a int)"); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, q := range []string{
+		"BEGIN",
+		"INSERT INTO t VALUES (1)",
+		"CREATE FUNCTION f() RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT 1; END",
+	} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var pid int
+	if err := conn.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.ExecContext(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, admin, pid)
+	// The transaction died with its backend: any statement on conn must now
+	// fail, never run on a new session outside it.
+	var n int
+	readErr := conn.QueryRowContext(ctx, "SELECT count(*) FROM t").Scan(&n)
+	if readErr == nil {
+		t.Errorf("a read in a transaction whose session died was retried on a new session (count %d), outside the transaction", n)
+	}
+	_, insErr := conn.ExecContext(ctx, "INSERT INTO t VALUES (2)")
+	_, commitErr := conn.ExecContext(ctx, "COMMIT")
+	var rows []int
+	r, err := admin.QueryContext(ctx, "SELECT a FROM t ORDER BY a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r.Next() {
+		var a int
+		r.Scan(&a)
+		rows = append(rows, a)
+	}
+	r.Close()
+	t.Logf("read err %v, insert err %v, commit err %v, table now %v", readErr, insErr, commitErr, rows)
+	if insErr == nil && commitErr == nil && len(rows) != 2 {
+		t.Errorf("INSERT and COMMIT of the transaction reported success, yet the table holds %v (want [1 2]): the first write is lost and the second committed alone", rows)
+	}
+}
