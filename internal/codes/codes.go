@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"syscall"
 
@@ -113,95 +114,72 @@ func Lookup[N any](code string, parse func(string) (N, error), what string, find
 // As is errors.AsType for an interface type T, with match doing the type
 // assertion (`e, ok := err.(T)`) outside generic code: there the runtime
 // caches the assertion at its call site, where errors.AsType's generic one
-// looks T's method table up again at every link of the chain. It walks err's
-// tree as errors.As does, As methods included, but passes through the types
-// a network failure is made of, and the Policy's *sr.Error, without asking
-// them: T must be a driver error's interface, which none of them implements
-// (TestAsPassesThroughNetworkErrors).
+// looks T's method table up again at every link of the chain. It walks as
+// errors.As does (see walk), As methods included; T must be a driver
+// error's interface, which none of the types walk passes through
+// implements (TestAsPassesThroughNetworkErrors).
 func As[T any](err error, match func(error) (T, bool)) (T, bool) {
-	for err != nil {
-		switch e := err.(type) {
-		case *net.OpError:
-			err = e.Err
-			continue
-		case *os.SyscallError:
-			err = e.Err
-			continue
-		case syscall.Errno:
-			var zero T
-			return zero, false
-		case *sr.Error:
-			if t, ok := As(e.Cause, match); ok {
-				return t, true
-			}
-			return As(e.Err, match)
-		}
+	var found T
+	ok := walk(err, func(err error) bool {
 		if e, ok := match(err); ok {
-			return e, true
+			found = e
+			return true
 		}
 		if x, ok := err.(interface{ As(any) bool }); ok {
 			p := new(T)
 			if x.As(p) {
-				return *p, true
+				found = *p
+				return true
 			}
 		}
-		switch x := err.(type) {
-		case interface{ Unwrap() error }:
-			err = x.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, e := range x.Unwrap() {
-				if t, ok := As(e, match); ok {
-					return t, true
-				}
-			}
-			var zero T
-			return zero, false
-		default:
-			var zero T
-			return zero, false
-		}
-	}
-	var zero T
-	return zero, false
+		return false
+	})
+	return found, ok
 }
 
-// Is is errors.Is, passing through the network error types and *sr.Error
-// as As does: none of them is, or has an Is method that matches, a target
-// other than the four syscall.Errno.Is knows (fs.ErrPermission,
-// fs.ErrExist, fs.ErrNotExist, errors.ErrUnsupported), which target must
-// not be.
+// Is is errors.Is (see walk). Target must not be one of the four errors
+// syscall.Errno.Is matches (fs.ErrPermission, fs.ErrExist, fs.ErrNotExist,
+// errors.ErrUnsupported).
 func Is(err, target error) bool {
+	return walk(err, func(err error) bool {
+		if err == target {
+			return true
+		}
+		x, ok := err.(interface{ Is(error) bool })
+		return ok && x.Is(target)
+	})
+}
+
+// walk visits err's tree depth first, as errors.Is and errors.As do, until
+// visit reports a match. It passes through the types a network failure is
+// made of (*net.OpError, *os.SyscallError, syscall.Errno) and the Policy's
+// *sr.Error without visiting them: none of them is a sentinel a classifier
+// looks for, or has an Is or As method that could match one, and reading
+// *sr.Error's two causes in Unwrap's order spares the slice its Unwrap
+// allocates.
+func walk(err error, visit func(error) bool) bool {
 	for err != nil {
 		switch e := err.(type) {
 		case *net.OpError:
 			err = e.Err
-			continue
 		case *os.SyscallError:
 			err = e.Err
-			continue
 		case syscall.Errno:
 			return false
 		case *sr.Error:
-			return Is(e.Cause, target) || Is(e.Err, target)
-		}
-		if err == target {
-			return true
-		}
-		if x, ok := err.(interface{ Is(error) bool }); ok && x.Is(target) {
-			return true
-		}
-		switch x := err.(type) {
-		case interface{ Unwrap() error }:
-			err = x.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, e := range x.Unwrap() {
-				if Is(e, target) {
-					return true
-				}
-			}
-			return false
+			return walk(e.Cause, visit) || walk(e.Err, visit)
 		default:
-			return false
+			if visit(err) {
+				return true
+			}
+			switch x := err.(type) {
+			case interface{ Unwrap() error }:
+				err = x.Unwrap()
+			case interface{ Unwrap() []error }:
+				return slices.ContainsFunc(x.Unwrap(), func(e error) bool { return walk(e, visit) })
+			default:
+				return false
+			}
 		}
 	}
 	return false
