@@ -1,0 +1,115 @@
+package sqlretry_test
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"testing"
+
+	sr "github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/internal/dbtest"
+	srmysql "github.com/sqlretry/sqlretry/mysql"
+	"github.com/sqlretry/sqlretry/postgres"
+)
+
+// Review finding (wrong outcome, lost write): the Session tracker reads
+// every text with the shared (any-dialect) lexer and trusts a COMMIT it
+// sees there even when the engine the session is on reads no COMMIT in the
+// text: MySQL's "#" comment and backslash escapes, PostgreSQL's E'…'
+// strings. Session.hidden only covers the reverse case (a dialect shows a
+// COMMIT the shared reading does not). A single SELECT whose comment or
+// string literal contains "; COMMIT" makes the tracker believe the
+// transaction ended while it is open: the connection is unpinned, and after
+// the session dies the next statement of the transaction is retried on a new
+// session in autocommit. The caller's COMMIT then "succeeds" and the
+// transaction's earlier write is gone.
+func TestReview2ForeignCommitInCommentOrString(t *testing.T) {
+	if os.Getenv("SQLRETRY_REVIEW") != "1" {
+		t.Skip("known failing review finding: a COMMIT inside a MySQL # comment or backslash-escaped string, or a PostgreSQL E'' string, is taken as ending the transaction; set SQLRETRY_REVIEW=1")
+	}
+	ctx := context.Background()
+	cases := []struct {
+		name, driver, text string
+		class              sr.Classifier
+		dsn                func(t *testing.T) string
+		pid, kill          string
+	}{
+		{"mariadb-hash-comment", "mysql", "SELECT 1 # note; COMMIT", srmysql.Classifier, func(t *testing.T) string { return dbtest.FreshMySQL(t) },
+			"SELECT CONNECTION_ID()", "KILL CONNECTION %d"},
+		{"mariadb-backslash-string", "mysql", `SELECT 'it\'; COMMIT; -- '`, srmysql.Classifier, func(t *testing.T) string { return dbtest.FreshMySQL(t) },
+			"SELECT CONNECTION_ID()", "KILL CONNECTION %d"},
+		{"postgres-E-string", "pgx", `SELECT E'it\'; COMMIT; -- '`, postgres.Classifier, func(t *testing.T) string { return dbtest.FreshPostgres(t) },
+			"SELECT pg_backend_pid()", "SELECT pg_terminate_backend(%d)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dsn := c.dsn(t)
+			p := newPolicy(t, sr.Config{Classifier: c.class})
+			db, err := sr.Open(c.driver, dsn, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			admin, err := sql.Open(c.driver, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer admin.Close()
+			if _, err := db.ExecContext(ctx, "CREATE TABLE t (a int)"); err != nil {
+				t.Fatal(err)
+			}
+			conn, err := db.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			for _, q := range []string{"BEGIN", "INSERT INTO t VALUES (1)"} {
+				if _, err := conn.ExecContext(ctx, q); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			var s string
+			if err := conn.QueryRowContext(ctx, c.text).Scan(&s); err != nil {
+				t.Fatalf("%s: %v", c.text, err)
+			}
+			var pid int
+			if err := conn.QueryRowContext(ctx, c.pid).Scan(&pid); err != nil {
+				t.Fatal(err)
+			}
+			// The server still has the transaction open: the text committed nothing.
+			var seen int
+			if err := admin.QueryRowContext(ctx, "SELECT count(*) FROM t").Scan(&seen); err != nil {
+				t.Fatal(err)
+			}
+			if seen != 0 {
+				t.Fatalf("the text committed on the server (%d rows visible): scenario invalid", seen)
+			}
+			if _, err := admin.ExecContext(ctx, sprintf(c.kill, pid)); err != nil {
+				t.Fatal(err)
+			}
+			waitSessionGone(t, admin, c.driver, pid)
+			var n int
+			readErr := conn.QueryRowContext(ctx, "SELECT count(*) FROM t").Scan(&n)
+			if readErr == nil {
+				t.Errorf("a read in a transaction whose session died was retried on a new session (count %d), outside the transaction", n)
+			}
+			_, insErr := conn.ExecContext(ctx, "INSERT INTO t VALUES (2)")
+			_, commitErr := conn.ExecContext(ctx, "COMMIT")
+			var rows []int
+			r, err := admin.QueryContext(ctx, "SELECT a FROM t ORDER BY a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r.Next() {
+				var a int
+				r.Scan(&a)
+				rows = append(rows, a)
+			}
+			r.Close()
+			t.Logf("read err %v, insert err %v, commit err %v, table now %v", readErr, insErr, commitErr, rows)
+			if insErr == nil && commitErr == nil && len(rows) != 2 {
+				t.Errorf("INSERT and COMMIT reported success, yet the table holds %v (want [1 2])", rows)
+			}
+		})
+	}
+}
