@@ -1,0 +1,85 @@
+package sqlretry_test
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"testing"
+
+	sr "github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/internal/dbtest"
+	srmysql "github.com/sqlretry/sqlretry/mysql"
+)
+
+// Review finding (wrong outcome, lost write): MariaDB's anonymous compound
+// statement, BEGIN NOT ATOMIC … END, run in autocommit can open a
+// transaction that outlives it (START TRANSACTION inside the block). The
+// Session tracker splits the block at its inner ";", reads the leading
+// BEGIN NOT … as opening a transaction and the closing END as COMMIT, and
+// ends up "autocommit, no transaction open, sure" while the server holds an
+// open transaction with the block's INSERT. After the session dies, the
+// next statement is retried on a new session in autocommit; the caller's
+// COMMIT then "succeeds" and the block's write is gone.
+func TestReview2MariaDBCompoundLeavesTxOpen(t *testing.T) {
+	if os.Getenv("SQLRETRY_REVIEW") != "1" {
+		t.Skip("known failing review finding: MariaDB BEGIN NOT ATOMIC … END that opens a transaction is tracked as closed (END read as COMMIT); set SQLRETRY_REVIEW=1")
+	}
+	ctx := context.Background()
+	dsn := dbtest.FreshMySQL(t)
+	p := newPolicy(t, sr.Config{Classifier: srmysql.Classifier})
+	db, err := sr.Open("mysql", dsn, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	admin, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE t (a int) ENGINE=InnoDB"); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	block := "BEGIN NOT ATOMIC START TRANSACTION; INSERT INTO t VALUES (1); END"
+	if _, err := conn.ExecContext(ctx, block); err != nil {
+		t.Fatalf("%s: %v", block, err)
+	}
+	var inTx, pid int
+	if err := conn.QueryRowContext(ctx, "SELECT @@in_transaction, CONNECTION_ID()").Scan(&inTx, &pid); err != nil {
+		t.Fatal(err)
+	}
+	if inTx != 1 {
+		t.Fatalf("@@in_transaction = %d after the block: scenario invalid", inTx)
+	}
+	if _, err := admin.ExecContext(ctx, sprintf("KILL CONNECTION %d", pid)); err != nil {
+		t.Fatal(err)
+	}
+	waitSessionGone(t, admin, "mysql", pid)
+	var n int
+	readErr := conn.QueryRowContext(ctx, "SELECT count(*) FROM t").Scan(&n)
+	if readErr == nil {
+		t.Errorf("a read in a transaction whose session died was retried on a new session (count %d), outside the transaction", n)
+	}
+	_, insErr := conn.ExecContext(ctx, "INSERT INTO t VALUES (2)")
+	_, commitErr := conn.ExecContext(ctx, "COMMIT")
+	var rows []int
+	r, err := admin.QueryContext(ctx, "SELECT a FROM t ORDER BY a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r.Next() {
+		var a int
+		r.Scan(&a)
+		rows = append(rows, a)
+	}
+	r.Close()
+	t.Logf("read err %v, insert err %v, commit err %v, table now %v", readErr, insErr, commitErr, rows)
+	if insErr == nil && commitErr == nil && len(rows) != 2 {
+		t.Errorf("INSERT and COMMIT reported success, yet the table holds %v (want [1 2])", rows)
+	}
+}
