@@ -213,6 +213,10 @@ func connectReason(code string) string {
 // before the package path is read; Name would scan the string.
 func connectError(err error) bool {
 	for i := 0; err != nil && i < 32; i++ {
+		if notConnectError(err) {
+			err = errors.Unwrap(err)
+			continue
+		}
 		t := reflect.TypeOf(err)
 		if t.Kind() == reflect.Pointer && t.String() == "*pgconn.ConnectError" && t.Elem().PkgPath() == "github.com/jackc/pgx/v5/pgconn" {
 			return true
@@ -232,6 +236,17 @@ func connClosed(err error) bool {
 			}
 		}
 		err = errors.Unwrap(err)
+	}
+	return false
+}
+
+// notConnectError reports that err is of a type a transport failure is
+// made of, or the Policy's own, so connectError need not read its type's
+// name.
+func notConnectError(err error) bool {
+	switch err.(type) {
+	case *net.OpError, *os.SyscallError, syscall.Errno, *sr.Error:
+		return true
 	}
 	return false
 }
