@@ -867,20 +867,17 @@ type tx struct {
 // rolls the old one back. Whether the COMMIT failed in reply (the session
 // lives on) is still read by RunTx before that. PostgreSQL ends the
 // transaction whatever COMMIT answers.
-func (t *tx) Commit() error {
-	t.c.inTx = false
-	if err := t.inner.Commit(); err != nil {
-		t.c.refused = t.c.c.engine != sqltext.Postgres
-		return hideBadConn(t.c.failed(err))
-	}
-	return nil
-}
+func (t *tx) Commit() error { return t.end(t.inner.Commit) }
 
 // Rollback rolls back; one that fails leaves the session as a failed
 // COMMIT does.
-func (t *tx) Rollback() error {
+func (t *tx) Rollback() error { return t.end(t.inner.Rollback) }
+
+// end runs the inner COMMIT or ROLLBACK, and refuses the session if it
+// failed (see Commit).
+func (t *tx) end(inner func() error) error {
 	t.c.inTx = false
-	if err := t.inner.Rollback(); err != nil {
+	if err := inner(); err != nil {
 		t.c.refused = t.c.c.engine != sqltext.Postgres
 		return hideBadConn(t.c.failed(err))
 	}
