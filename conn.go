@@ -508,7 +508,7 @@ func (c *conn) callPinned(ctx context.Context, r *call, in sqltext.Info) error {
 		return hideBadConn(c.failed(err))
 	}
 	autocommit := !c.inTx && c.sess.MayAutocommit()
-	if c.inTx && taints(c.c.engine, in) {
+	if c.inTx && taints(c.c.engine, r.query, in) {
 		c.taint = true
 	}
 	rctx, cancel := ctx, context.CancelFunc(nil)

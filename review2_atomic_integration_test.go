@@ -2,7 +2,6 @@ package sqlretry_test
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	sr "github.com/sqlretry/sqlretry"
@@ -21,9 +20,6 @@ import (
 // session in autocommit, the caller's later COMMIT "succeeds", and the
 // transaction's earlier write is gone.
 func TestReview2BeginAtomicEndsTrackedTx(t *testing.T) {
-	if os.Getenv("SQLRETRY_REVIEW") != "1" {
-		t.Skip("known failing review finding: BEGIN ATOMIC body's END read as COMMIT (PostgreSQL session tracker); set SQLRETRY_REVIEW=1")
-	}
 	dsn := dbtest.FreshPostgres(t)
 	p := newPolicy(t, sr.Config{Classifier: postgres.Classifier})
 	db, err := sr.Open("pgx", dsn, p)

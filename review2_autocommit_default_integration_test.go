@@ -3,7 +3,6 @@ package sqlretry_test
 import (
 	"context"
 	"database/sql"
-	"os"
 	"testing"
 
 	sr "github.com/sqlretry/sqlretry"
@@ -19,9 +18,6 @@ import (
 // stays open: after the session dies, the next statement is replayed on a
 // new session, the caller's COMMIT "succeeds", and the earlier write is gone.
 func TestReview2SetAutocommitDefault(t *testing.T) {
-	if os.Getenv("SQLRETRY_REVIEW") != "1" {
-		t.Skip("known failing review finding: SET autocommit = DEFAULT is read as autocommit on, though it takes the global value (off on a server run with autocommit=0); set SQLRETRY_REVIEW=1")
-	}
 	ctx := context.Background()
 	srv := dbtest.StartMariaDBWith(t, dbtest.Options{Settings: map[string]string{"autocommit": "0"}})
 	dsn := srv.DSN()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"os"
 	"testing"
 
 	sr "github.com/sqlretry/sqlretry"
@@ -23,9 +22,6 @@ import (
 // instead of running the transaction again. Issue 8466b9e fixed the
 // Session pinning for these texts but not the RunTx taint.
 func TestReview2StrayWordTaintsRunTxPostgres(t *testing.T) {
-	if os.Getenv("SQLRETRY_REVIEW") != "1" {
-		t.Skip("known failing review finding: ON COMMIT DROP / a column named begin taints a PostgreSQL RunTx transaction, so a 40001 ends in ErrAmbiguous instead of a retry; set SQLRETRY_REVIEW=1")
-	}
 	ctx := context.Background()
 	dsn := dbtest.FreshPostgres(t)
 	p := newPolicy(t, sr.Config{Classifier: postgres.Classifier, CommitVerifier: postgres.CommitVerifier{}})

@@ -72,12 +72,14 @@ func (c *connector) newSession(ctx context.Context, ic driver.Conn) sqltext.Sess
 // block), or, on MySQL and MariaDB, a statement that commits implicitly
 // (DDL, LOCK TABLES). A failure later in the transaction does not prove it
 // was rolled back whole.
-func taints(e sqltext.Engine, in sqltext.Info) bool {
+func taints(e sqltext.Engine, text string, in sqltext.Info) bool {
 	switch {
-	case in.TxControl:
-		return true
 	case in.Opaque:
 		return e != sqltext.Postgres
+	case in.TxControl:
+		// Only if it may act on the transaction on this engine: ON COMMIT
+		// DROP or a column named begin does nothing on PostgreSQL.
+		return sqltext.EndsTx(e, text)
 	case e == sqltext.MySQL || e == sqltext.AnyEngine:
 		switch in.Verb {
 		case "create", "alter", "drop", "truncate", "rename", "lock", "unlock", "grant", "revoke",

@@ -121,6 +121,12 @@ func (l *lexer) opaqueStart(t token) bool {
 	if !l.is(t, "begin") {
 		return false
 	}
+	if c := *l; c.peekWordIs("not") {
+		c.next()
+		if c.peekWordIs("atomic") {
+			return true // MariaDB's compound statement
+		}
+	}
 	n := l.peek()
 	return !(n.kind == tokEOF || l.punct(n, ';') ||
 		n.kind == tokWord && l.isAny(n, "transaction", "work", "tran", "deferred", "immediate", "exclusive",

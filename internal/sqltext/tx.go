@@ -66,6 +66,24 @@ func (l *lexer) notACall(t token) bool {
 	return l.punct(n, ',') || n.kind == tokWord && l.isAny(n, "on", "function", "procedure")
 }
 
+// atomicNesting counts the blocks of a SQL-standard function body
+// (PostgreSQL's BEGIN ATOMIC … END), whose statements end in ";" and whose
+// END is no COMMIT: +1 at BEGIN ATOMIC, and inside one, +1 at CASE and -1
+// at END. open is the count so far.
+func (l *lexer) atomicNesting(t token, open int) int {
+	switch {
+	case t.kind != tokWord:
+		return 0
+	case l.is(t, "begin") && l.peekWordIs("atomic"):
+		return 1
+	case open > 0 && l.is(t, "case"):
+		return 1
+	case open > 0 && l.is(t, "end"):
+		return -1
+	}
+	return 0
+}
+
 // NewSession returns the state of a new session on engine: autocommit on
 // with no transaction open when autocommit is true, autocommit off when it
 // is false. A session whose state could not be read should be started
@@ -106,8 +124,7 @@ func (s Session) hidden(text string) bool {
 		return false
 	}
 	for d := dlPostgres; d < numDialects; d++ {
-		if s.engine == AnyEngine || s.engine == Postgres && d.postgres() || mysql && d.mysql() ||
-			s.engine == SQLServer && d == dlSQLServer || s.engine == SQLite && d == dlSQLite {
+		if s.engine.reads(d) {
 			if _, _, c := shapeIn(text, d); c {
 				return true
 			}
@@ -153,12 +170,52 @@ func (s Session) After(text string, failed bool) Session {
 		s.txUnsure = true
 		s.modeOff = s.modeOff || s.engine.hasAutocommitMode()
 	}
+	if (tx || mode) && divergent(text) && before.readsOtherwise(text, s) {
+		// The session's engine reads this text otherwise than the shared
+		// reading that acted on it (a # comment, a backslash escape, an
+		// E-string): the word it acted on may stand inside a comment or a
+		// string there, and the engine never ran it.
+		s.txUnsure = true
+		s.modeOff = s.modeOff || mode || s.engine.hasAutocommitMode()
+	}
 	if failed && tx {
 		s = before
 		s.txUnsure = true
 		s.modeOff = s.modeOff || mode
 	}
 	return s
+}
+
+// readsOtherwise reports whether one of the readings of text by s's engine
+// (each of its dialects) leaves the session in another state than shared,
+// the state after the shared reading.
+func (s Session) readsOtherwise(text string, shared Session) bool {
+	for d := dlPostgres; d < numDialects; d++ {
+		if !s.engine.reads(d) {
+			continue
+		}
+		t := s
+		forEachStatementIn(text, d, func(l *lexer, first token) { t, _, _ = t.apply(l, first) })
+		if t != shared {
+			return true
+		}
+	}
+	return false
+}
+
+// reads reports whether dialect d is one of the ways the engine reads text.
+func (e Engine) reads(d dialect) bool {
+	return e == AnyEngine || e == Postgres && d.postgres() || e == MySQL && d.mysql() ||
+		e == SQLServer && d == dlSQLServer || e == SQLite && d == dlSQLite
+}
+
+// EndsTx reports whether text, run inside an open transaction on engine,
+// may end it, commit part of it or leave its state unknown, as [Session.After]
+// reads it; a word of transaction control that acts on nothing there (ON
+// COMMIT DROP on PostgreSQL) does not.
+func EndsTx(engine Engine, text string) bool {
+	s := Session{engine: engine, open: true}
+	return s.After(text, false) != s
 }
 
 // apply returns the state after one statement whose first token is first,
@@ -212,8 +269,17 @@ func (s Session) apply(l *lexer, first token) (Session, bool, bool) {
 }
 
 // begin reads BEGIN: a transaction, or a T-SQL block (BEGIN … END, BEGIN
-// TRY), which may open or end anything.
+// TRY) or MariaDB compound statement (BEGIN NOT ATOMIC … END), which may
+// open or end anything.
 func (s Session) begin(l *lexer) Session {
+	if l.peekWordIs("not") {
+		c := *l
+		c.next()
+		if c.peekWordIs("atomic") {
+			s, _, _ = s.code(true)
+			return s
+		}
+	}
 	switch n := l.next(); {
 	case n.kind == tokEOF, l.punct(n, ';'),
 		n.kind == tokWord && l.isAny(n, "transaction", "work", "tran", "deferred", "immediate", "exclusive",
@@ -452,7 +518,9 @@ func (l *lexer) switchValue(v []token) (on, known bool) {
 		w = w[1 : len(w)-1]
 	}
 	switch {
-	case w == "1", EqualFold(w, "on"), EqualFold(w, "true"), EqualFold(w, "default"):
+	case w == "1", EqualFold(w, "on"), EqualFold(w, "true"):
+		// DEFAULT is not among them: MySQL's SET autocommit = DEFAULT
+		// takes the server's global value, which may be off.
 		return true, true
 	case w == "0", EqualFold(w, "off"), EqualFold(w, "false"):
 		return false, true
@@ -496,7 +564,12 @@ func (l *lexer) peekWordIs(kw string) bool {
 // past wherever fn stopped. It reports whether a word of [txWords] stood in
 // the part of a statement fn did not read.
 func forEachStatement(text string, fn func(l *lexer, first token)) (stray bool) {
-	l := &lexer{s: text}
+	return forEachStatementIn(text, anyDialect, fn)
+}
+
+// forEachStatementIn is forEachStatement under dialect d's lexical rules.
+func forEachStatementIn(text string, d dialect, fn func(l *lexer, first token)) (stray bool) {
+	l := &lexer{s: text, d: d}
 	for {
 		t := l.next()
 		for t.kind == tokPunct && (l.s[t.start] == ';' || l.s[t.start] == '(') {
@@ -514,7 +587,7 @@ func forEachStatement(text string, fn func(l *lexer, first token)) (stray bool) 
 		if l.i > 0 && l.i <= len(l.s) && l.s[l.i-1] == ';' {
 			continue
 		}
-		depth := 0
+		depth, atomic := 0, 0
 		for {
 			n := l.next()
 			if n.kind == tokEOF || n.kind == tokInvalid {
@@ -524,7 +597,8 @@ func forEachStatement(text string, fn func(l *lexer, first token)) (stray bool) 
 				stray = true
 			}
 			depth += l.nesting(n)
-			if l.punct(n, ';') && depth <= 0 {
+			atomic += l.atomicNesting(n, atomic)
+			if l.punct(n, ';') && depth <= 0 && atomic <= 0 {
 				goto next
 			}
 		}

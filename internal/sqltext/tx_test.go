@@ -245,3 +245,32 @@ func TestExecuteThatCallsNothing(t *testing.T) {
 		}
 	}
 }
+
+// Texts an engine reads otherwise than the shared reading, and blocks whose
+// END is no COMMIT: the tracker must not believe a transaction ended (or
+// autocommit came on) when the engine may have run nothing of the kind.
+func TestSessionAfterReadsAsTheEngine(t *testing.T) {
+	tests := []struct {
+		engine Engine
+		text   string
+	}{
+		{MySQL, "SELECT 1 # note; COMMIT"},
+		{MySQL, `SELECT 'it\'; COMMIT; -- '`},
+		{Postgres, `SELECT E'it\'; COMMIT; -- '`},
+		{Postgres, "CREATE FUNCTION f() RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT 1; END"},
+		{Postgres, "CREATE FUNCTION f(x int) RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT CASE WHEN x > 0 THEN 1 ELSE 0 END; END"},
+		{MySQL, "BEGIN NOT ATOMIC START TRANSACTION; INSERT INTO t VALUES (1); END"},
+		{MySQL, "SET autocommit = DEFAULT"},
+	}
+	for _, tt := range tests {
+		open := Session{engine: tt.engine, open: true}
+		if s := open.After(tt.text, false); !s.Pinned() {
+			t.Errorf("%v: open.After(%q) is not pinned: a statement after it would be replayed outside the transaction", tt.engine, tt.text)
+		}
+	}
+	// A function body's END is no COMMIT, and what follows the body is read.
+	s := Session{engine: Postgres, open: true}.After("CREATE FUNCTION f() RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT 1; END; COMMIT", false)
+	if s.Pinned() {
+		t.Errorf("the COMMIT after a BEGIN ATOMIC body was not read: %s", state(s))
+	}
+}
