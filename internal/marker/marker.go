@@ -118,6 +118,12 @@ func New(d *Dialect, c Config) (*Verifier, error) {
 	case c.TTL < minTTL:
 		return nil, v.fieldError("TTL", fmt.Sprintf("%v is under %v: a marker must outlive every settle of its transaction by far", c.TTL, minTTL))
 	}
+	if v.ttl < 10*v.maxWait {
+		// A COMMIT that waits (on a synchronous standby, say) up to about
+		// MaxWait could see its marker pruned as it lands, and the
+		// tombstone then calls a committed transaction not applied.
+		return nil, v.fieldError("TTL", fmt.Sprintf("%v is under 10×MaxWait (%v): a marker must outlive every settle of its transaction by far", v.ttl, 10*v.maxWait))
+	}
 	switch {
 	case c.PruneEvery == 0:
 		v.every = DefaultPruneEvery

@@ -78,6 +78,7 @@ func TestNewFieldErrors(t *testing.T) {
 		{Config{MaxWait: -time.Second}, "test: MarkerVerifier.MaxWait: "},
 		{Config{TTL: 59 * time.Second}, "test: MarkerVerifier.TTL: "},
 		{Config{TTL: -time.Hour}, "test: MarkerVerifier.TTL: "},
+		{Config{TTL: 2 * time.Minute, MaxWait: 30 * time.Second}, "test: MarkerVerifier.TTL: "}, // under 10×MaxWait
 	} {
 		if _, err := New(&testDialect, tc.c); err == nil || !strings.HasPrefix(err.Error(), tc.field) {
 			t.Errorf("%+v: got %v, want an error starting %q", tc.c, err, tc.field)
