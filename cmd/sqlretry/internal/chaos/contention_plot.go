@@ -85,7 +85,7 @@ func DrawContentionPlot(w io.Writer, format string, r *ContentionReport) error {
 		}
 	}
 	if len(unbudgeted) > 0 {
-		bottom.Title.Text = "no budget: " + strings.Join(unbudgeted, ", ")
+		bottom.Title.Text = "retry budget (no budget at all: " + strings.Join(unbudgeted, ", ") + ")"
 	}
 	middle.Y.Max *= 1.35 // headroom for the legend
 	return renderGrid(w, format, [][]*plot.Plot{{top}, {middle}, {bottom}}, 20*vg.Centimeter, 26*vg.Centimeter)
