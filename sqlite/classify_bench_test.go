@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
 	"path/filepath"
 	"testing"
 
@@ -82,4 +83,25 @@ func BenchmarkClassifyPractice(b *testing.B) {
 // still (testdata/practice.golden).
 func TestPracticeVerdicts(t *testing.T) {
 	errsample.Check(t, "testdata/practice.golden", practice(t), func(err error) string { return fmt.Sprintf("%+v", Classify(err)) })
+}
+
+// TestMattnCodeInsideOuterError: a mattn error is found behind an outer
+// sqlretry.Error's cause or last error, the cause first, as Unwrap orders
+// them.
+func TestMattnCodeInsideOuterError(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want int
+	}{
+		{&sr.Error{Err: Error{Code: 5, ExtendedCode: 517}, Cause: sr.ErrRetriesExhausted}, 517},
+		{&sr.Error{Err: Error{Code: 6}, Cause: Error{Code: 5}}, 5},
+		{&sr.Error{Cause: fmt.Errorf("x: %w", Error{Code: 19})}, 19},
+	} {
+		if got, ok := mattnCode(c.err, testPkg); !ok || got != c.want {
+			t.Errorf("mattnCode(%v) = %d, %v, want %d, true", c.err, got, ok, c.want)
+		}
+	}
+	if _, ok := mattnCode(&sr.Error{Err: io.EOF, Cause: sr.ErrRetriesExhausted}, testPkg); ok {
+		t.Error("found a mattn code in an outer error that holds none")
+	}
 }

@@ -138,6 +138,11 @@ func mattnCode(err error, pkg string) (int, bool) {
 			}
 		}
 		switch u := err.(type) {
+		case *sr.Error: // its two causes in Unwrap's order, without the slice
+			if n, ok := mattnCode(u.Cause, pkg); ok {
+				return n, true
+			}
+			return mattnCode(u.Err, pkg)
 		case interface{ Unwrap() error }:
 			err = u.Unwrap()
 		case interface{ Unwrap() []error }:
