@@ -198,17 +198,23 @@ func (t *txRun) attempt(ctx context.Context) error {
 	}
 	t.stage = stageCommit
 	finished = true
+	return t.commit(ctx, conn, tx, wc != nil)
+}
+
+// commit sends COMMIT and reads what its failure proves. viaConnector
+// tells that conn is the Connector's, which drops a session whose COMMIT
+// failed by itself.
+func (t *txRun) commit(ctx context.Context, conn *sql.Conn, tx *sql.Tx, viaConnector bool) error {
 	if t.userVerify != nil && !t.verifyWaits && t.p.fencer != nil {
 		t.fenceSession = t.sessionFence(ctx, conn)
 	}
 	doneBefore := ctx.Err() != nil
-	err = tx.Commit()
-	if err != nil && wc == nil {
+	err := tx.Commit()
+	if err != nil && !viaConnector {
 		// A refused COMMIT may leave the transaction open on the session
 		// (a Galera node's 1047; SQLite's busy COMMIT with some drivers),
 		// and the next BEGIN on it would commit it: the session is dropped,
-		// after sessionEnded has read whether it lived on. (The Connector's
-		// connection drops itself.)
+		// after sessionEnded has read whether it lived on.
 		defer discard(conn)
 	}
 	switch {
