@@ -1,12 +1,6 @@
 package dbtest
 
-import (
-	"errors"
-	"fmt"
-	"os"
-	"syscall"
-	"time"
-)
+import "syscall"
 
 // StopImmediate stops a PostgreSQL server the way "pg_ctl stop -m
 // immediate" does: SIGQUIT to the postmaster, which tells every backend to
@@ -21,19 +15,5 @@ func (s *Server) StopImmediate() error {
 	if s.kind != "PostgreSQL" {
 		return s.killLocked()
 	}
-	if !s.runningLocked() {
-		return nil
-	}
-	if err := s.cmd.Process.Signal(syscall.SIGQUIT); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("dbtest: stop -m immediate %s: %w", s.kind, err)
-	}
-	t := time.NewTimer(stopTimeout)
-	defer t.Stop()
-	select {
-	case <-s.exited:
-		return nil
-	case <-t.C:
-		s.killLocked()
-		return fmt.Errorf("dbtest: %s on %s ignored SIGQUIT for %v; killed it", s.kind, s.Addr(), stopTimeout)
-	}
+	return s.signalStopLocked(syscall.SIGQUIT, "stop -m immediate", "SIGQUIT")
 }

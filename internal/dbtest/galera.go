@@ -70,18 +70,16 @@ func StartGalera(t testing.TB) *Galera {
 		Skip(t, "dbtest: no Galera: %v (apt-get install galera-4 rsync)", err)
 		return nil
 	}
-	server, install, err := mariadbBinaries()
-	if err != nil {
-		Skip(t, "dbtest: no MariaDB server binaries: %v", err)
-		return nil
+	m, ok := findMariaDB(t)
+	if !ok {
+		return nil // skipped
 	}
-	tmpl := galeraTemplate(t, server, install)
 	g := &Galera{t: t}
 	ports := galeraPorts(t)
 	for i := 0; i < galeraNodes; i++ {
 		g.newCluster = append(g.newCluster, new(atomic.Bool))
 		g.newCluster[i].Store(i == 0)
-		s := g.node(i, server, provider, tmpl, ports)
+		s := g.node(i, m, provider, ports)
 		g.Nodes = append(g.Nodes, launch(t, s))
 		// Registered after launch's cleanup, so it runs first (cleanups
 		// run last-in first-out), while the node's pid still names its
@@ -119,8 +117,8 @@ func galeraPorts(t testing.TB) [][3]int {
 }
 
 // node builds (but does not start) node i of the cluster.
-func (g *Galera) node(i int, server, provider, tmpl string, ports [][3]int) *Server {
-	dir, copyTime := serverDir(g.t, fmt.Sprintf("sqlretry-galera%d-", i), tmpl, nil)
+func (g *Galera) node(i int, m mariadbInstall, provider string, ports [][3]int) *Server {
+	dir, copyTime := serverDir(g.t, fmt.Sprintf("sqlretry-galera%d-", i), m.tmpl, nil)
 	cred, err := galeraUser(dir)
 	if err != nil {
 		g.t.Fatalf("dbtest: Galera node %d: %v", i, err)
@@ -145,7 +143,7 @@ func (g *Galera) node(i int, server, provider, tmpl string, ports [][3]int) *Ser
 		"innodb-autoinc-lock-mode": "2",
 		"default-storage-engine":   "InnoDB",
 	})
-	argv := mariadbArgv(server, dir, nil, settings)
+	argv := mariadbArgv(m.server, dir, nil, settings) // no --user: the fork sets the credential
 	newCluster := g.newCluster[i]
 	return &Server{
 		kind:     "MariaDB Galera node " + strconv.Itoa(i),
@@ -166,9 +164,7 @@ func (g *Galera) node(i int, server, provider, tmpl string, ports [][3]int) *Ser
 			}
 			return args
 		},
-		dsn: func(port int) string {
-			return fmt.Sprintf("root@tcp(127.0.0.1:%d)/test?parseTime=true", port)
-		},
+		dsn: mariadbDSN,
 	}
 }
 
@@ -214,27 +210,6 @@ func galeraProvider() (string, error) {
 		}
 	}
 	return "", fmt.Errorf("libgalera_smm.so not found in %s", strings.Join(galeraProviders, ", "))
-}
-
-// galeraTemplate returns the cached template StartMariaDB uses: the same
-// key and the same builder, so the two share one mariadb-install-db.
-func galeraTemplate(t testing.TB, server, install string) string {
-	t.Helper()
-	version, err := output(server, "--version")
-	if err != nil {
-		Skip(t, "dbtest: %s --version: %v", server, err)
-	}
-	var asRoot []string
-	if os.Geteuid() == 0 {
-		asRoot = []string{"--user=root"}
-	}
-	tmpl, err := cachedTemplate("mariadb", version+"\x00"+server, func(dir string) error {
-		return initMariaDB(filepath.Join(dir, "data"), server, install, asRoot)
-	})
-	if err != nil {
-		t.Fatalf("dbtest: initialise MariaDB template: %v", err)
-	}
-	return tmpl
 }
 
 // galeraKill SIGKILLs node s's whole process group (the server started it

@@ -79,44 +79,75 @@ func StartMariaDB(t testing.TB) *Server {
 // {"max_connections": "3"}.
 func StartMariaDBWith(t testing.TB, opts Options) *Server {
 	t.Helper()
-	server, install, err := mariadbBinaries()
-	if err != nil {
-		Skip(t, "dbtest: no MariaDB server binaries: %v", err)
-		return nil
+	m, ok := findMariaDB(t)
+	if !ok {
+		return nil // skipped
 	}
-	version, err := output(server, "--version")
-	if err != nil {
-		Skip(t, "dbtest: %s --version: %v", server, err)
-		return nil
-	}
-	var asRoot []string
-	if os.Geteuid() == 0 {
-		asRoot = []string{"--user=root"}
-	}
-	tmpl, err := cachedTemplate("mariadb", version+"\x00"+server, func(dir string) error {
-		return initMariaDB(filepath.Join(dir, "data"), server, install, asRoot)
-	})
-	if err != nil {
-		t.Fatalf("dbtest: initialise MariaDB template: %v", err)
-	}
-	dir, copyTime := serverDir(t, "sqlretry-my-", tmpl, nil)
 	extra := make(map[string]string, len(opts.Settings))
 	for k, v := range opts.Settings {
 		extra[strings.ReplaceAll(k, "_", "-")] = v // max_connections and max-connections are one option
 	}
-	s := &Server{
+	return launch(t, m.newServer(t, "sqlretry-my-", mergeSettings(mariadbDefaults, extra)))
+}
+
+// A mariadbInstall is what every throwaway MariaDB server here starts from:
+// the server binary, the --user=root a server run as root needs, and the
+// cached template data directory.
+type mariadbInstall struct {
+	server string
+	asRoot []string
+	tmpl   string
+}
+
+// findMariaDB finds the MariaDB binaries and the template data directory,
+// initialising it on first use. StartMariaDB, the replica pair and the
+// Galera nodes use one cache key and one builder, so they share one
+// mariadb-install-db. ok is false when the test was skipped through [Skip].
+func findMariaDB(t testing.TB) (m mariadbInstall, ok bool) {
+	t.Helper()
+	server, install, err := mariadbBinaries()
+	if err != nil {
+		Skip(t, "dbtest: no MariaDB server binaries: %v", err)
+		return m, false
+	}
+	version, err := output(server, "--version")
+	if err != nil {
+		Skip(t, "dbtest: %s --version: %v", server, err)
+		return m, false
+	}
+	m.server = server
+	if os.Geteuid() == 0 {
+		m.asRoot = []string{"--user=root"}
+	}
+	m.tmpl, err = cachedTemplate("mariadb", version+"\x00"+server, func(dir string) error {
+		return initMariaDB(filepath.Join(dir, "data"), server, install, m.asRoot)
+	})
+	if err != nil {
+		t.Fatalf("dbtest: initialise MariaDB template: %v", err)
+	}
+	return m, true
+}
+
+// newServer builds (but does not start) a MariaDB server on a copy of the
+// template in a new directory named after prefix.
+func (m mariadbInstall) newServer(t testing.TB, prefix string, settings [][2]string) *Server {
+	t.Helper()
+	dir, copyTime := serverDir(t, prefix, m.tmpl, nil)
+	return &Server{
 		kind:     "MariaDB",
 		dir:      dir,
 		logPath:  filepath.Join(dir, "server.log"),
 		driver:   "mysql",
 		stopSig:  syscall.SIGTERM, // normal shutdown
-		argv:     mariadbArgv(server, dir, asRoot, mergeSettings(mariadbDefaults, extra)),
+		argv:     mariadbArgv(m.server, dir, m.asRoot, settings),
 		copyTime: copyTime,
-		dsn: func(port int) string {
-			return fmt.Sprintf("root@tcp(127.0.0.1:%d)/test?parseTime=true", port)
-		},
+		dsn:      mariadbDSN,
 	}
-	return launch(t, s)
+}
+
+// mariadbDSN is the DSN of a throwaway MariaDB server listening on port.
+func mariadbDSN(port int) string {
+	return fmt.Sprintf("root@tcp(127.0.0.1:%d)/test?parseTime=true", port)
 }
 
 // initMariaDB initialises a template data directory: root without a

@@ -4,10 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -65,46 +62,17 @@ func StartMariaDBReplica(t testing.TB, opts MariaDBReplicaOptions) *MariaDBRepli
 // does, but writing a binary log, with extra settings.
 func startMariaDBBinlog(t testing.TB, extra map[string]string) *Server {
 	t.Helper()
-	server, install, err := mariadbBinaries()
-	if err != nil {
-		Skip(t, "dbtest: no MariaDB server binaries: %v", err)
-		return nil
+	m, ok := findMariaDB(t)
+	if !ok {
+		return nil // skipped
 	}
-	version, err := output(server, "--version")
-	if err != nil {
-		Skip(t, "dbtest: %s --version: %v", server, err)
-		return nil
-	}
-	var asRoot []string
-	if os.Geteuid() == 0 {
-		asRoot = []string{"--user=root"}
-	}
-	tmpl, err := cachedTemplate("mariadb", version+"\x00"+server, func(dir string) error {
-		return initMariaDB(filepath.Join(dir, "data"), server, install, asRoot)
-	})
-	if err != nil {
-		t.Fatalf("dbtest: initialise MariaDB template: %v", err)
-	}
-	dir, copyTime := serverDir(t, "sqlretry-my-repl-", tmpl, nil)
 	settings := map[string]string{"log-bin": "mysql-bin", "binlog-format": "ROW", "log-slave-updates": ""}
 	for k, v := range mariadbDefaults {
 		if k != "skip-log-bin" {
 			settings[k] = v
 		}
 	}
-	s := &Server{
-		kind:     "MariaDB",
-		dir:      dir,
-		logPath:  filepath.Join(dir, "server.log"),
-		driver:   "mysql",
-		stopSig:  syscall.SIGTERM,
-		argv:     mariadbArgv(server, dir, asRoot, mergeSettings(settings, extra)),
-		copyTime: copyTime,
-		dsn: func(port int) string {
-			return fmt.Sprintf("root@tcp(127.0.0.1:%d)/test?parseTime=true", port)
-		},
-	}
-	return launch(t, s)
+	return launch(t, m.newServer(t, "sqlretry-my-repl-", mergeSettings(settings, extra)))
 }
 
 // StopReceiving stops the replica's I/O thread (STOP SLAVE IO_THREAD): it

@@ -226,11 +226,18 @@ func (s *Server) probe(ctx context.Context) error {
 }
 
 func (s *Server) stopLocked() error {
+	return s.signalStopLocked(s.stopSig, "stop", s.stopSig.String())
+}
+
+// signalStopLocked sends sig to a running server and waits for it to exit;
+// if it has not after stopTimeout it is killed and an error names sigName.
+// op names the stop in the error of a failed signal.
+func (s *Server) signalStopLocked(sig syscall.Signal, op, sigName string) error {
 	if !s.runningLocked() {
 		return nil
 	}
-	if err := s.cmd.Process.Signal(s.stopSig); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("dbtest: stop %s: %w", s.kind, err)
+	if err := s.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("dbtest: %s %s: %w", op, s.kind, err)
 	}
 	t := time.NewTimer(stopTimeout)
 	defer t.Stop()
@@ -239,7 +246,7 @@ func (s *Server) stopLocked() error {
 		return nil
 	case <-t.C:
 		s.killLocked()
-		return fmt.Errorf("dbtest: %s on %s ignored %v for %v; killed it", s.kind, s.Addr(), s.stopSig, stopTimeout)
+		return fmt.Errorf("dbtest: %s on %s ignored %s for %v; killed it", s.kind, s.Addr(), sigName, stopTimeout)
 	}
 }
 
