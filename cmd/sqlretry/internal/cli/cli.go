@@ -158,6 +158,16 @@ func parseArgs(env Env, fs *flag.FlagSet, usage string, args []string) (pos []st
 	return pos, ExitOK, false
 }
 
+// parseNoArgs is parseArgs for a subcommand that takes flags only: a
+// positional argument is bad input (prefixed with fs's name).
+func parseNoArgs(env Env, fs *flag.FlagSet, usage string, args []string) (exit int, done bool) {
+	pos, exit, done := parseArgs(env, fs, usage, args)
+	if !done && len(pos) > 0 {
+		return badInput(env, "%s: unexpected argument %q", fs.Name(), pos[0]), true
+	}
+	return exit, done
+}
+
 // parseFlags parses args allowing flags after positional arguments
 // ("classify 1205 --json"), and returns the positional ones.
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {

@@ -69,12 +69,8 @@ func runProxy(ctx context.Context, env Env, args []string) int {
 	protoFlag := fs.String("protocol", "auto", "wire protocol, for cut-after-commit: auto, or the engine: "+engine.Help(proxyEngines...))
 	duration := fs.Duration("duration", 0, "stop after this long (0: run until interrupted)")
 	asJSON := fs.Bool("json", false, "write a JSON report when the proxy stops")
-	pos, exit, done := parseArgs(env, fs, proxyUsage, args)
-	if done {
+	if exit, done := parseNoArgs(env, fs, proxyUsage, args); done {
 		return exit
-	}
-	if len(pos) > 0 {
-		return badInput(env, "proxy: unexpected argument %q", pos[0])
 	}
 	if *target == "" {
 		return badInput(env, "proxy: --target HOST:PORT is required")

@@ -21,12 +21,8 @@ Prints the command's version and the Go release it was built with.`
 func runVersion(ctx context.Context, env Env, args []string) int {
 	fs := newFlagSet("version")
 	asJSON := fs.Bool("json", false, "write JSON")
-	pos, exit, done := parseArgs(env, fs, versionUsage, args)
-	if done {
+	if exit, done := parseNoArgs(env, fs, versionUsage, args); done {
 		return exit
-	}
-	if len(pos) > 0 {
-		return badInput(env, "version: unexpected argument %q", pos[0])
 	}
 	v := Version
 	if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
