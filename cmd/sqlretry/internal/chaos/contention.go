@@ -380,22 +380,10 @@ func (pr *pairRun) observe(e sqlretry.Event) {
 // drive samples the run until its duration has passed or ctx is done, and
 // returns how long the workload ran, and whether ctx ended it early.
 func (pr *pairRun) drive(ctx context.Context) (time.Duration, bool) {
-	tick := time.NewTicker(pr.cfg.SampleEvery)
-	defer tick.Stop()
-	for {
+	return tickUntil(ctx, pr.cfg.SampleEvery, pr.cfg.Duration, pr.elapsed, func() bool {
 		pr.sample()
-		if pr.elapsed() >= pr.cfg.Duration {
-			return pr.cfg.Duration, false
-		}
-		if ctx.Err() != nil { // checked before the select, which picks at random
-			return min(pr.elapsed(), pr.cfg.Duration), true
-		}
-		select {
-		case <-ctx.Done():
-			return min(pr.elapsed(), pr.cfg.Duration), true
-		case <-tick.C:
-		}
-	}
+		return pr.elapsed() >= pr.cfg.Duration
+	})
 }
 
 func (pr *pairRun) elapsed() time.Duration { return pr.cfg.Now().Sub(pr.start) }

@@ -326,28 +326,38 @@ func (h *harness) rules() []faults.Rule {
 // plays the outages and wire faults on the proxy, if there is one. It
 // returns how long the workload ran, and whether ctx ended it early.
 func (h *harness) drive(ctx context.Context) (time.Duration, bool) {
-	tick := time.NewTicker(h.cfg.SampleEvery)
-	defer tick.Stop()
 	var rng *rand.Rand
 	if h.tgt.proxy != nil {
 		rng = rand.New(rand.NewPCG(h.cfg.Seed, 0x5eed))
 	}
-	for {
+	return tickUntil(ctx, h.cfg.SampleEvery, h.cfg.Duration, h.elapsed, func() bool {
 		el := h.elapsed()
 		h.outageEdges(el)
 		if rng != nil {
 			h.wireFaults(rng, el)
 		}
 		h.sample()
-		if el >= h.cfg.Duration {
-			return h.cfg.Duration, false
+		return el >= h.cfg.Duration
+	})
+}
+
+// tickUntil calls step at once and then every period, until step says the
+// run's duration total has passed or ctx is done. It returns how long the
+// run went (total, or elapsed when ctx ended it first, at most total) and
+// whether ctx ended it.
+func tickUntil(ctx context.Context, period, total time.Duration, elapsed func() time.Duration, step func() (over bool)) (time.Duration, bool) {
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		if step() {
+			return total, false
 		}
 		if ctx.Err() != nil { // checked before the select, which picks at random
-			return min(h.elapsed(), h.cfg.Duration), true
+			return min(elapsed(), total), true
 		}
 		select {
 		case <-ctx.Done():
-			return min(h.elapsed(), h.cfg.Duration), true
+			return min(elapsed(), total), true
 		case <-tick.C:
 		}
 	}
