@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"image/color"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -31,19 +29,7 @@ const successWindow = time.Second
 // applied twice, lost or misreported); and each budgeted mode's budget
 // level.
 func WriteContentionPlot(path string, r *ContentionReport) error {
-	ext := strings.ToLower(filepath.Ext(path))
-	if ext != ".png" && ext != ".svg" {
-		return fmt.Errorf("unknown image format %q (want .png or .svg)", ext)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := DrawContentionPlot(f, ext[1:], r); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writeImage(path, func(w io.Writer, format string) error { return DrawContentionPlot(w, format, r) })
 }
 
 // DrawContentionPlot is [WriteContentionPlot] to w, in format "png" or "svg".
@@ -104,20 +90,11 @@ func damageTotals(points []DamagePoint, ymax *float64) plotter.XYs {
 
 // addLine adds one mode's series to p, in the mode's colour.
 func addLine(p *plot.Plot, xys plotter.XYs, mode string) error {
-	if len(xys) == 0 {
-		return nil
-	}
-	l, err := plotter.NewLine(xys)
-	if err != nil {
-		return err
-	}
-	l.Color, l.Width = modeColors[mode], vg.Points(1.4)
+	var dashes []vg.Length
 	if mode == modeBlind {
-		l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+		dashes = []vg.Length{vg.Points(4), vg.Points(2)}
 	}
-	p.Add(l)
-	p.Legend.Add(modeTitles[mode], l)
-	return nil
+	return addStyledLine(p, xys, modeTitles[mode], modeColors[mode], vg.Points(1.4), dashes)
 }
 
 // successRates turns cumulative samples into the percentage of calls told

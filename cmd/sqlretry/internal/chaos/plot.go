@@ -34,6 +34,12 @@ var (
 // misreported, on one scale for both columns; and the retry budget's
 // level. The outages are shaded.
 func WritePlot(path string, ours, naive *RunReport) error {
+	return writeImage(path, func(w io.Writer, format string) error { return DrawPlot(w, format, ours, naive) })
+}
+
+// writeImage creates path, a .png or .svg file, and has draw write the
+// image into it in the format the extension names ("png" or "svg").
+func writeImage(path string, draw func(w io.Writer, format string) error) error {
 	ext := strings.ToLower(filepath.Ext(path))
 	if ext != ".png" && ext != ".svg" {
 		return fmt.Errorf("unknown image format %q (want .png or .svg)", ext)
@@ -42,7 +48,7 @@ func WritePlot(path string, ours, naive *RunReport) error {
 	if err != nil {
 		return err
 	}
-	if err := DrawPlot(f, ext[1:], ours, naive); err != nil {
+	if err := draw(f, ext[1:]); err != nil {
 		f.Close()
 		return err
 	}
@@ -232,23 +238,11 @@ func runPlots(r *RunReport) (top, bottom *plot.Plot, err error) {
 	total := float64(r.DurationMS) / 1000
 	top.X.Min, top.X.Max = 0, total
 	shade(top, r, ymax)
-	if len(ops) > 0 {
-		l, err := plotter.NewLine(ops)
-		if err != nil {
-			return nil, nil, err
-		}
-		l.Color, l.Width = colThroughput, vg.Points(1.2)
-		top.Add(l)
-		top.Legend.Add("operations ok/s", l)
+	if err := addStyledLine(top, ops, "operations ok/s", colThroughput, vg.Points(1.2), nil); err != nil {
+		return nil, nil, err
 	}
-	if len(attempts) > 0 {
-		l, err := plotter.NewLine(attempts)
-		if err != nil {
-			return nil, nil, err
-		}
-		l.Color, l.Width, l.Dashes = colAttempts, vg.Points(1), []vg.Length{vg.Points(3), vg.Points(2)}
-		top.Add(l)
-		top.Legend.Add("attempts/s", l)
+	if err := addStyledLine(top, attempts, "attempts/s", colAttempts, vg.Points(1), []vg.Length{vg.Points(3), vg.Points(2)}); err != nil {
+		return nil, nil, err
 	}
 	if len(faultsXY) > 0 {
 		s, err := plotter.NewScatter(faultsXY)
@@ -274,18 +268,33 @@ func runPlots(r *RunReport) (top, bottom *plot.Plot, err error) {
 	bottom.Y.Max = bmax * 1.3
 	shade(bottom, r, bmax*1.3)
 	if len(budget) > 0 {
-		l, err := plotter.NewLine(budget)
-		if err != nil {
+		if err := addStyledLine(bottom, budget, "budget level", colBudget, vg.Points(1.2), nil); err != nil {
 			return nil, nil, err
 		}
-		l.Color, l.Width = colBudget, vg.Points(1.2)
-		bottom.Add(l)
-		bottom.Legend.Add("budget level", l)
 		bottom.Legend.Top = true
 	} else {
 		bottom.Title.Text = "no retry budget"
 	}
 	return top, bottom, nil
+}
+
+// addStyledLine adds xys to p as a line of colour c, width and dashes (nil:
+// solid), named legend in p's legend; nothing when xys is empty.
+func addStyledLine(p *plot.Plot, xys plotter.XYs, legend string, c color.Color, width vg.Length, dashes []vg.Length) error {
+	if len(xys) == 0 {
+		return nil
+	}
+	l, err := plotter.NewLine(xys)
+	if err != nil {
+		return err
+	}
+	l.Color, l.Width = c, width
+	if dashes != nil { // else keep the default style's empty (not nil) dashes
+		l.Dashes = dashes
+	}
+	p.Add(l)
+	p.Legend.Add(legend, l)
+	return nil
 }
 
 // shade adds the outage windows as grey bands up to ymax.
