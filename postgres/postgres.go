@@ -169,6 +169,9 @@ func classify(t *table, err error) (c sr.Class) {
 		}
 	}
 	c = sr.ClassifyNeutral(err)
+	if !c.Retryable && connectError(err) && strings.Contains(err.Error(), "ValidateConnect failed") {
+		return validateConnect
+	}
 	if c.Retryable && connectError(err) {
 		// A reset or timeout during the handshake (a server shutting down,
 		// seen in dbtest's restart tests) cannot have run a statement.
@@ -177,6 +180,15 @@ func classify(t *table, err error) (c sr.Class) {
 	}
 	return c
 }
+
+// validateConnect is the verdict on a connection pgx opened and then
+// refused because the server is not what target_session_attrs asks for
+// ("ValidateConnect failed: read only connection", "… server is not in
+// hot standby mode"): a primary not promoted yet, or a standby, during a
+// failover. Nothing of the caller's was sent, and a retry may reach the
+// promoted server.
+var validateConnect = sr.Class{Retryable: true, Phase: sr.NotSent, Kind: sr.Unavailable, Code: "validate-connect",
+	Reason: "pgconn.ConnectError: ValidateConnect failed (target_session_attrs): the server is not the kind asked for yet; nothing was sent"}
 
 func asSQLStater(err error) (sqlStater, bool)         { e, ok := err.(sqlStater); return e, ok }
 func asSafeToRetrier(err error) (safeToRetrier, bool) { e, ok := err.(safeToRetrier); return e, ok }
