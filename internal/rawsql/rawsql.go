@@ -108,6 +108,11 @@ func WaitNone(ctx context.Context, conn driver.Conn, query string, poll time.Dur
 			t.Stop()
 			return ctx.Err()
 		case <-t.C:
+			// select picks at random when both are ready: a done ctx
+			// must still end the wait before the next poll.
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 		}
 	}
 }
