@@ -628,7 +628,7 @@ func (c *conn) pinnedDone(ctx context.Context, query string, in sqltext.Info, au
 		name = "statement"
 	}
 	if cerr := ctx.Err(); cerr != nil {
-		return p.stopped(Op{Name: name, Statement: query}, 1, class, err, cerr)
+		return p.stopped(ctx, Op{Name: name, Statement: query}, 1, class, err, cerr)
 	}
 	if !in.OneStatement() {
 		class = rephaseParts(err, class)
@@ -639,7 +639,7 @@ func (c *conn) pinnedDone(ctx context.Context, query string, in sqltext.Info, au
 		return err
 	}
 	p.failures.Add(1)
-	return p.giveUp(Op{Name: name, Statement: query}, 1, class, err, ErrAmbiguous, true)
+	return p.giveUp(ctx, Op{Name: name, Statement: query}, 1, class, err, ErrAmbiguous, true)
 }
 
 // exec runs one attempt of a statement on the inner connection, as

@@ -1,6 +1,9 @@
 package sqlretry
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // EventKind names what an [Event] reports.
 type EventKind uint8
@@ -27,6 +30,10 @@ func (k EventKind) String() string {
 // An Event reports one thing a Policy did. Events are emitted only off the
 // success path: a first-try success emits nothing.
 type Event struct {
+	// Ctx is the call's context (nil for breaker changes), for an Observer
+	// that reads what the caller put there — the active trace span, say.
+	// It must not be kept past Observe.
+	Ctx     context.Context
 	Kind    EventKind
 	Op      string
 	Attempt int           // the attempt that failed (1 for the first); 0 for breaker changes

@@ -264,7 +264,7 @@ func (p *Policy) Classify(err error) Class {
 // always wraps the last database error.
 func (p *Policy) Do(ctx context.Context, op Op, fn func(ctx context.Context) error) error {
 	if err := ctx.Err(); err != nil {
-		return p.stopped(op, 0, Class{}, nil, err)
+		return p.stopped(ctx, op, 0, Class{}, nil, err)
 	}
 	if p.countCalls {
 		p.calls.Add(1)
@@ -340,7 +340,7 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 	if err == nil {
 		ok, pr, _ := p.allow()
 		if !ok {
-			return p.circuitOpen(op, 0, Class{}, nil)
+			return p.circuitOpen(ctx, op, 0, Class{}, nil)
 		}
 		probe = pr
 		if err, timedOut = p.probeAttempt(ctx, fn, probe); err == nil {
@@ -368,7 +368,7 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 		}
 		next := decide(class, decision, op.mustSettle(class), attempts, limit)
 		if next.act == actPermanent {
-			return p.permanent(op, attempts, class, err)
+			return p.permanent(ctx, op, attempts, class, err)
 		}
 		if next.settle {
 			if ret, settled := p.settle(ctx, op, attempts, class, err); settled {
@@ -377,7 +377,7 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 			now = p.clock(needClock) // the verify took time
 		}
 		if next.act == actExhausted {
-			return p.giveUp(op, attempts, class, err, ErrRetriesExhausted, false)
+			return p.giveUp(ctx, op, attempts, class, err, ErrRetriesExhausted, false)
 		}
 		if decision != Retry {
 			wait = Delay(p.jitter, p.baseDelay, p.maxDelay, attempts, prevWait, p.rand())
@@ -389,7 +389,7 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 		prevWait = wait
 		ok, pr, _ := p.allow()
 		if !ok {
-			return p.circuitOpen(op, attempts, class, err)
+			return p.circuitOpen(ctx, op, attempts, class, err)
 		}
 		probe = pr
 		attempts++
@@ -414,7 +414,7 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 func (p *Policy) triage(ctx context.Context, op Op, attempts int, err error, timedOut, probe bool) (c Class, ret error, done bool) {
 	if cerr := ctx.Err(); cerr != nil {
 		p.releaseProbe(probe)
-		return c, p.stopped(op, attempts, p.classify(err, timedOut), err, cerr), true
+		return c, p.stopped(ctx, op, attempts, p.classify(err, timedOut), err, cerr), true
 	}
 	if err == driver.ErrSkip {
 		p.releaseProbe(probe)
@@ -507,20 +507,20 @@ func (p *Policy) breakerFailure(c Class, now time.Time, probe bool) {
 // error if either refuses or the caller's context ends the wait.
 func (p *Policy) drawRetry(ctx context.Context, op Op, attempts int, class Class, err error, now time.Time, wait time.Duration) error {
 	if dl, ok := ctx.Deadline(); ok && !now.Add(wait).Before(dl) {
-		return p.giveUp(op, attempts, class, err, deadlineErr{}, false)
+		return p.giveUp(ctx, op, attempts, class, err, deadlineErr{}, false)
 	}
 	if p.budget != nil && class.Kind != Contention && !p.budget.withdraw(now) {
 		p.budgetExhausted.Add(1)
-		p.emit(Event{Kind: EventBudgetExhausted, Op: op.Name, Attempt: attempts, Err: err, Class: class})
-		return p.giveUp(op, attempts, class, err, ErrBudgetExhausted, false)
+		p.emit(Event{Ctx: ctx, Kind: EventBudgetExhausted, Op: op.Name, Attempt: attempts, Err: err, Class: class})
+		return p.giveUp(ctx, op, attempts, class, err, ErrBudgetExhausted, false)
 	}
 	p.retries.Add(1)
-	p.emit(Event{Kind: EventRetry, Op: op.Name, Attempt: attempts, Err: err, Class: class, Wait: wait})
+	p.emit(Event{Ctx: ctx, Kind: EventRetry, Op: op.Name, Attempt: attempts, Err: err, Class: class, Wait: wait})
 	if p.logger != nil {
 		p.logger.Debug("sqlretry: retrying", "op", op.Name, "attempt", attempts, "code", class.Code, "phase", class.Phase.String(), "wait", wait, "err", err)
 	}
 	if serr := p.sleep(ctx, wait); serr != nil {
-		return p.stopped(op, attempts, class, err, serr)
+		return p.stopped(ctx, op, attempts, class, err, serr)
 	}
 	return nil
 }
@@ -555,7 +555,7 @@ func (p *Policy) settle(ctx context.Context, op Op, attempts int, class Class, e
 		if op.unsettled != nil {
 			cause = op.unsettled
 		}
-		return p.giveUp(op, attempts, class, err, cause, true), true
+		return p.giveUp(ctx, op, attempts, class, err, cause, true), true
 	}
 	ended := class.Ended
 	var ferr error = errNoSession
@@ -566,21 +566,21 @@ func (p *Policy) settle(ctx context.Context, op Op, attempts int, class Class, e
 	applied, verr := p.runVerify(ctx, op)
 	switch {
 	case verr != nil && ctx.Err() != nil:
-		return p.stopped(op, attempts, class, err, ctx.Err()), true
+		return p.stopped(ctx, op, attempts, class, err, ctx.Err()), true
 	case verr != nil:
-		p.emit(Event{Kind: EventVerifyFailed, Op: op.Name, Attempt: attempts, Err: verr, Class: class})
-		return p.giveUp(op, attempts, class, err, &verifyErr{verr}, true), true
+		p.emit(Event{Ctx: ctx, Kind: EventVerifyFailed, Op: op.Name, Attempt: attempts, Err: verr, Class: class})
+		return p.giveUp(ctx, op, attempts, class, err, &verifyErr{verr}, true), true
 	case applied:
 		p.verifiedApplied.Add(1)
 		p.recovered.Add(1)
-		p.emit(Event{Kind: EventVerified, Op: op.Name, Attempt: attempts, Err: err, Class: class, Applied: true})
+		p.emit(Event{Ctx: ctx, Kind: EventVerified, Op: op.Name, Attempt: attempts, Err: err, Class: class, Applied: true})
 		return nil, true
 	case !ended:
-		p.emit(Event{Kind: EventVerifyFailed, Op: op.Name, Attempt: attempts, Err: ferr, Class: class})
-		return p.giveUp(op, attempts, class, err, &ambiguity{"the verify found no write, but the attempt may still be running on the server (" + ferr.Error() + ")"}, true), true
+		p.emit(Event{Ctx: ctx, Kind: EventVerifyFailed, Op: op.Name, Attempt: attempts, Err: ferr, Class: class})
+		return p.giveUp(ctx, op, attempts, class, err, &ambiguity{"the verify found no write, but the attempt may still be running on the server (" + ferr.Error() + ")"}, true), true
 	}
 	p.verifiedNotApplied.Add(1)
-	p.emit(Event{Kind: EventVerified, Op: op.Name, Attempt: attempts, Err: err, Class: class, Applied: false})
+	p.emit(Event{Ctx: ctx, Kind: EventVerified, Op: op.Name, Attempt: attempts, Err: err, Class: class, Applied: false})
 	return nil, false
 }
 
@@ -600,7 +600,7 @@ func (p *Policy) nested(ctx context.Context, op Op, attempts int, class Class, e
 	if ret, settled := p.settle(ctx, op, attempts, class, err); settled {
 		return ret
 	}
-	return p.giveUp(op, attempts, inner.Class, inner.Err, ErrRetriesExhausted, false)
+	return p.giveUp(ctx, op, attempts, inner.Class, inner.Err, ErrRetriesExhausted, false)
 }
 
 // attempt runs fn once, under CommandTimeout if set, and reports whether the
@@ -682,13 +682,13 @@ func (p *Policy) breakerChanged(t transition) {
 }
 
 // permanent ends a call on an error that no retry can help.
-func (p *Policy) permanent(op Op, attempts int, class Class, err error) error {
+func (p *Policy) permanent(ctx context.Context, op Op, attempts int, class Class, err error) error {
 	p.gaveUp.Add(1)
 	var out error = err
 	if attempts > 1 {
 		out = &Error{Op: op.Name, Attempts: attempts, Class: class, Err: err}
 	}
-	p.emit(Event{Kind: EventGiveUp, Op: op.Name, Attempt: attempts, Err: out, Class: class})
+	p.emit(Event{Ctx: ctx, Kind: EventGiveUp, Op: op.Name, Attempt: attempts, Err: out, Class: class})
 	if p.logger != nil {
 		p.logger.Debug("sqlretry: not retryable", "op", op.Name, "attempt", attempts, "code", class.Code, "err", err)
 	}
@@ -696,13 +696,13 @@ func (p *Policy) permanent(op Op, attempts int, class Class, err error) error {
 }
 
 // giveUp ends a call that the rules stopped from retrying.
-func (p *Policy) giveUp(op Op, attempts int, class Class, err, cause error, ambiguous bool) error {
+func (p *Policy) giveUp(ctx context.Context, op Op, attempts int, class Class, err, cause error, ambiguous bool) error {
 	p.gaveUp.Add(1)
 	if ambiguous {
 		p.ambiguous.Add(1)
 	}
 	out := &Error{Op: op.Name, Attempts: attempts, Class: class, Err: err, Cause: cause}
-	p.emit(Event{Kind: EventGiveUp, Op: op.Name, Attempt: attempts, Err: out, Class: class})
+	p.emit(Event{Ctx: ctx, Kind: EventGiveUp, Op: op.Name, Attempt: attempts, Err: out, Class: class})
 	if p.logger != nil {
 		p.logger.Warn("sqlretry: giving up", "op", op.Name, "attempts", attempts, "code", class.Code, "phase", class.Phase.String(), "cause", cause.Error(), "err", err)
 	}
@@ -710,20 +710,20 @@ func (p *Policy) giveUp(op Op, attempts int, class Class, err, cause error, ambi
 }
 
 // stopped ends a call whose caller's context is done.
-func (p *Policy) stopped(op Op, attempts int, class Class, err, cause error) error {
+func (p *Policy) stopped(ctx context.Context, op Op, attempts int, class Class, err, cause error) error {
 	if attempts > 0 {
 		p.gaveUp.Add(1)
 	}
 	out := &Error{Op: op.Name, Attempts: attempts, Class: class, Err: err, Cause: cause}
 	if attempts > 0 {
-		p.emit(Event{Kind: EventGiveUp, Op: op.Name, Attempt: attempts, Err: out, Class: class})
+		p.emit(Event{Ctx: ctx, Kind: EventGiveUp, Op: op.Name, Attempt: attempts, Err: out, Class: class})
 	}
 	return out
 }
 
-func (p *Policy) circuitOpen(op Op, attempts int, class Class, err error) error {
+func (p *Policy) circuitOpen(ctx context.Context, op Op, attempts int, class Class, err error) error {
 	p.circuitRejected.Add(1)
-	return p.giveUp(op, attempts, class, err, ErrCircuitOpen, false)
+	return p.giveUp(ctx, op, attempts, class, err, ErrCircuitOpen, false)
 }
 
 func (p *Policy) emit(e Event) {

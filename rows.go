@@ -138,6 +138,6 @@ func (r *writeRows) settle(err error) error {
 	if name == "" {
 		name = "statement"
 	}
-	r.failed = p.giveUp(Op{Name: name, Statement: r.query}, 1, class, hideBadConn(err), ErrAmbiguous, true)
+	r.failed = p.giveUp(r.ctx, Op{Name: name, Statement: r.query}, 1, class, hideBadConn(err), ErrAmbiguous, true)
 	return r.failed
 }

@@ -12,10 +12,9 @@
 // exhaustion; breaker transitions; and, per registered Policy, the budget's
 // level and the breaker's state.
 //
-// Span events need the call's context, and a sqlretry.Event does not carry
-// one yet: Observe records metrics only, and ObserveContext, which adds the
-// event to the context's span as well, is for code that has the call's
-// context. Events are emitted only off the success path: a first-try
+// Observe adds each event to the span of the call's context (Event.Ctx) as
+// a span event, when the span is recording; ObserveContext does the same
+// for a context given to it. Events are emitted only off the success path: a first-try
 // success costs the Observer nothing.
 //
 // This module is separate from the library's so that sqlretry itself never

@@ -62,9 +62,15 @@ func New(mp metric.MeterProvider) (*Observer, error) {
 	return o, nil
 }
 
-// Observe records e's metrics. An Event carries no context, so no span
-// event is added: see [Observer.ObserveContext].
-func (o *Observer) Observe(e sqlretry.Event) { o.ObserveContext(context.Background(), e) }
+// Observe records e's metrics and adds e to the span of the call's
+// context (e.Ctx), if it has a recording one: see [Observer.ObserveContext].
+func (o *Observer) Observe(e sqlretry.Event) {
+	ctx := e.Ctx
+	if ctx == nil {
+		ctx = context.Background() // a breaker change belongs to no call
+	}
+	o.ObserveContext(ctx, e)
+}
 
 // ObserveContext records e's metrics and adds e to ctx's span, if it is
 // recording, as a span event named "sqlretry." and the event's kind

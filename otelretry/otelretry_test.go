@@ -46,12 +46,12 @@ func failing(errs ...error) func(context.Context) error {
 }
 
 // newPolicy returns a Policy with waits of a nanosecond whose events go to
-// o with ctx (as they will once an Event carries its call's context).
-func newPolicy(t *testing.T, ctx context.Context, o *otelretry.Observer, budget *sqlretry.Budget, breaker *sqlretry.Breaker) *sqlretry.Policy {
+// o, which finds the call's span in each event's context.
+func newPolicy(t *testing.T, o *otelretry.Observer, budget *sqlretry.Budget, breaker *sqlretry.Breaker) *sqlretry.Policy {
 	p, err := sqlretry.New(sqlretry.Config{
 		Classifier: sqlretry.ClassifierFunc(classify), BaseDelay: time.Nanosecond, MaxDelay: time.Nanosecond,
 		Budget: budget, Breaker: breaker,
-		Observer: sqlretry.ObserverFunc(func(e sqlretry.Event) { o.ObserveContext(ctx, e) }),
+		Observer: o,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +72,7 @@ func TestMetricsAndSpanEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newPolicy(t, ctx, o, budget, nil)
+	p := newPolicy(t, o, budget, nil)
 	if _, err := o.RegisterPolicy(p, attribute.String("db", "main")); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestMetricsAndSpanEvents(t *testing.T) {
 		{sqlretry.Idempotent("bad"), []error{errSyntax}, true},                  // permanent
 	}
 	for _, c := range calls {
-		if err := p.Do(context.Background(), c.op, failing(c.errs...)); (err != nil) != c.wantErr {
+		if err := p.Do(ctx, c.op, failing(c.errs...)); (err != nil) != c.wantErr {
 			t.Fatalf("%s: got %v, want error %v", c.op.Name, err, c.wantErr)
 		}
 	}
@@ -163,7 +163,7 @@ func TestBreakerState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newPolicy(t, context.Background(), o, sqlretry.NoBudget, breaker)
+	p := newPolicy(t, o, sqlretry.NoBudget, breaker)
 	if _, err := o.RegisterPolicy(p); err != nil {
 		t.Fatal(err)
 	}
