@@ -93,7 +93,10 @@ type Config struct {
 	Breaker *Breaker
 	// Observer, if set, receives the Policy's events.
 	Observer Observer
-	// Logger, if set, logs retries at Debug and give-ups at Warn.
+	// Logger, if set, logs retries, and errors that are not retryable (the
+	// caller's own: a duplicate key, a syntax error), at Debug; it logs at
+	// Warn a call that gives up on a transient failure (retries or budget
+	// exhausted, an ambiguous outcome, the breaker open).
 	Logger *slog.Logger
 	// CountCalls makes Stats count every call and attempt. It costs one
 	// atomic add per call (about 10 ns under parallel load), so it is off by
@@ -741,7 +744,7 @@ type Stats struct {
 	Failures           int64        // failed attempts
 	Retries            int64        // retries started (each drew a budget token)
 	Recovered          int64        // calls that succeeded after a failure, by a retry or a verify
-	GaveUp             int64        // calls that ended in an error after running
+	GaveUp             int64        // calls that ended in an error after running (an error that is not retryable included)
 	Ambiguous          int64        // calls that ended in ErrAmbiguous
 	Verifications      int64        // verify calls
 	VerifiedApplied    int64        // verifies that found the write applied
