@@ -583,14 +583,15 @@ func (c Conn) String() string {
 var (
 	// sqlServerBuiltin is mssql-jdbc's SQLServerError.TransientError enum
 	// (src/main/java/com/microsoft/sqlserver/jdbc/SQLServerError.java), the
-	// list the JDBC CRL documentation tabulates; reference/sql-errors.md §2.4.
+	// list the JDBC CRL documentation tabulates
+	// (https://learn.microsoft.com/sql/connect/jdbc/configurable-retry-logic).
 	sqlServerBuiltin = []string{
 		"64", "233", "4060", "4221", "10053", "10054", "10928", "10929",
 		"40020", "40143", "40166", "40197", "40501", "40540", "40613",
 		"42108", "42109", "49918", "49919", "49920",
 	}
 	// postgresBuiltin is the connection-time part of Npgsql's transient
-	// SQLSTATE set (reference/sql-errors.md §8.2, §8.5): connection
+	// SQLSTATE set (Npgsql PostgresException.IsTransient): connection
 	// exceptions, too_many_connections, server shutting down or starting.
 	postgresBuiltin = []string{
 		"08000", "08001", "08004", "08006", "53300", "57P01", "57P02", "57P03",
@@ -599,7 +600,7 @@ var (
 	// when a rule names them. SQL Server: 18456 login failed, 18452
 	// untrusted domain, 18486 account locked out, 18487/18488 password
 	// expired or must change (Database Engine errors 18000-18999);
-	// PostgreSQL class 28 (reference/sql-errors.md §7.1).
+	// PostgreSQL class 28 (PostgreSQL manual, Appendix A).
 	sqlServerAuth = []string{"18452", "18456", "18486", "18487", "18488"}
 	postgresAuth  = []string{"28000", "28P01"}
 )

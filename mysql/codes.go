@@ -31,7 +31,7 @@ var entries = []Entry{
 	row(1614, true, sr.NotApplied, srcMySqlConnector, "ER_XA_RBDEADLOCK: the XA branch was rolled back after a deadlock"),
 	row(1040, true, sr.NotSent, srcMySqlConnector, "ER_CON_COUNT_ERROR: too many connections; refused at connect, nothing ran"),
 	row(1042, true, sr.NotSent, srcMySqlConnector, "ER_BAD_HOST_ERROR: could not resolve or reach the client host at connect, nothing ran"),
-	// Suggested extras (sql-errors.md §8.5).
+	// Suggested extras (MySqlConnector's error names; MariaDB error codes).
 	row(1203, true, sr.NotSent, srcSuggested, "ER_TOO_MANY_USER_CONNECTIONS: refused at connect, nothing ran"),
 	row(1637, true, sr.NotApplied, srcSuggested, "ER_TOO_MANY_CONCURRENT_TRXS: the transaction could not start"),
 	row(3058, true, sr.NotApplied, srcSuggested, "ER_USER_LOCK_DEADLOCK: a GET_LOCK deadlock; the statement was refused"),
@@ -67,7 +67,8 @@ var entries = []Entry{
 	row(1792, false, sr.NotApplied, srcReadOnly, "ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION: set rejectReadOnly=true to retry after a failover"),
 	row(1836, false, sr.NotApplied, srcReadOnly, "ER_READ_ONLY_MODE: set rejectReadOnly=true to retry after a failover"),
 
-	// Permanent (sql-errors.md §7.3; DESIGN rule 3 names 1064, 1146, 1062, 1452).
+	// Permanent: syntax (1064), missing table (1146), duplicate key (1062),
+	// foreign key (1452) and the like.
 	row(1043, false, sr.NotSent, srcPermanent, "ER_HANDSHAKE_ERROR: bad handshake at connect"),
 	row(1064, false, sr.NotApplied, srcPermanent, "ER_PARSE_ERROR: syntax error"),
 	row(1149, false, sr.NotApplied, srcPermanent, "ER_SYNTAX_ERROR: syntax error"),

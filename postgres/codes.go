@@ -31,7 +31,7 @@ var entries = []Entry{
 	// PostgreSQL manual §13.5; Npgsql IsTransient.
 	na("40001", srcPGManual, "serialization_failure: the transaction was rolled back; re-run the whole transaction"),
 	na("40P01", srcPGManual, "deadlock_detected: the transaction was rolled back; re-run the whole transaction"),
-	// errcodes.txt; ambiguous by definition (sql-errors.md §8.3).
+	// errcodes.txt; ambiguous by definition.
 	unk("40003", srcErrcodes, "statement_completion_unknown: the statement may have completed; verify before replaying a write"),
 	perm("40002", srcPermanent, "transaction_integrity_constraint_violation"),
 
@@ -74,21 +74,21 @@ var entries = []Entry{
 	{Code: "08P01", Source: srcErrcodes, Class: sr.Class{Phase: sr.Unknown, Code: "08P01", Reason: "protocol_violation: a client or driver bug; not retried"}},
 
 	// Class 25, selected (errcodes.txt). 25P03/25P04 end the session; they are
-	// a policy option (sql-errors.md §8.5) we leave off: the transaction ran
+	// a policy option we leave off: the transaction ran
 	// into a limit the operator set.
 	perm("25006", srcPermanent, "read_only_sql_transaction"),
 	perm("25P02", srcPermanent, "in_failed_sql_transaction: an earlier error aborted the transaction"),
 	{Code: "25P03", Source: srcChoice, Class: sr.Class{Phase: sr.NotApplied, Code: "25P03", Reason: "idle_in_transaction_session_timeout: the session was ended and its transaction rolled back; not retried (an operator limit)"}},
 	{Code: "25P04", Source: srcChoice, Class: sr.Class{Phase: sr.NotApplied, Code: "25P04", Reason: "transaction_timeout: the transaction was rolled back; not retried (an operator limit)"}},
 
-	// Permanent: whole classes (sql-errors.md §7.1; DESIGN rule 3).
+	// Permanent: whole classes (PostgreSQL manual, Appendix A).
 	{Code: "42xxx", Source: srcPermanent, Class: sr.Class{Phase: sr.NotApplied, Code: "42xxx", Reason: "syntax_error_or_access_rule_violation: permanent"}},
 	{Code: "23xxx", Source: srcPermanent, Class: sr.Class{Phase: sr.NotApplied, Code: "23xxx", Reason: "integrity_constraint_violation: permanent"}},
 	{Code: "22xxx", Source: srcPermanent, Class: sr.Class{Phase: sr.NotApplied, Code: "22xxx", Reason: "data_exception: permanent"}},
 	{Code: "28xxx", Source: srcPermanent, Class: sr.Class{Phase: sr.NotSent, Code: "28xxx", Reason: "invalid_authorization_specification: refused at connect; permanent until the credentials change"}},
 	{Code: "54xxx", Source: srcPermanent, Class: sr.Class{Phase: sr.NotApplied, Code: "54xxx", Reason: "program_limit_exceeded: permanent"}},
 	{Code: "XXxxx", Source: srcPermanent, Class: sr.Class{Phase: sr.NotApplied, Code: "XXxxx", Reason: "internal_error: permanent, escalate"}},
-	// Permanent: single codes (sql-errors.md §7.1).
+	// Permanent: single codes (PostgreSQL manual, Appendix A).
 	perm("0A000", srcPermanent, "feature_not_supported"),
 	perm("2BP01", srcPermanent, "dependent_objects_still_exist"),
 	perm("2B000", srcPermanent, "dependent_privilege_descriptors_still_exist"),

@@ -16,7 +16,7 @@ const (
 // extended code that is not listed is read as its primary code (code & 0xff).
 var entries = []Entry{
 	// Busy: another connection holds the lock; the failing step had no
-	// effect. rescode.html #busy; sql-errors.md §8.4.
+	// effect (https://www.sqlite.org/rescode.html#busy).
 	row(5, "SQLITE_BUSY", true, srcRescode, "the database file is locked by another connection; the statement had no effect (in a transaction, SQLite may have rolled it back: re-run it whole)"),
 	row(261, "SQLITE_BUSY_RECOVERY", true, srcRescode, "another process is recovering the WAL; the statement had no effect"),
 	row(773, "SQLITE_BUSY_TIMEOUT", true, srcRescode, "a blocking lock timed out; the statement had no effect"),
@@ -27,7 +27,7 @@ var entries = []Entry{
 	row(6, "SQLITE_LOCKED", true, srcRescode, "a table is locked by the same connection or its shared cache; the statement had no effect"),
 	row(262, "SQLITE_LOCKED_SHAREDCACHE", true, srcRescode, "a table is locked by a connection sharing the cache; the statement had no effect"),
 
-	// Constraint errors: permanent (DESIGN rule 3).
+	// Constraint errors: permanent (a retry fails the same way).
 	row(19, "SQLITE_CONSTRAINT", false, srcConstraint, "constraint violation"),
 	row(275, "SQLITE_CONSTRAINT_CHECK", false, srcConstraint, "CHECK constraint failed"),
 	row(531, "SQLITE_CONSTRAINT_COMMITHOOK", false, srcConstraint, "the commit hook rolled the transaction back"),
@@ -42,7 +42,7 @@ var entries = []Entry{
 	row(2835, "SQLITE_CONSTRAINT_PINNED", false, srcConstraint, "a row was pinned by a trigger"),
 	row(3091, "SQLITE_CONSTRAINT_DATATYPE", false, srcConstraint, "STRICT table datatype constraint failed"),
 
-	// Other permanent codes (sql-errors.md §7.4, §5.1).
+	// Other permanent codes (https://www.sqlite.org/rescode.html).
 	row(1, "SQLITE_ERROR", false, srcPermanent, "SQL error or missing table or column"),
 	row(2, "SQLITE_INTERNAL", false, srcPermanent, "internal logic error in SQLite"),
 	row(3, "SQLITE_PERM", false, srcPermanent, "access mode not supported"),

@@ -74,8 +74,9 @@
 // second time.
 //
 // Start, Complete and Fail keep storage retries apart from job retries
-// (seed 000): a job attempt is counted by Start, when the handler starts,
-// and only there; a storage retry of any write never reaches the counter.
+// (a job must never lose an attempt to plumbing): a job attempt is counted
+// by Start, when the handler starts, and only there; a storage retry of any
+// write never reaches the counter.
 // A Start whose outcome stays unknown is settled by [Store.SettleStart]
 // (Work does it), which reads on through an outage for up to a lease: if
 // the attempt was counted, the handler runs.
@@ -102,8 +103,8 @@
 // cancelled, failed) and the handler starts; [Store.Check] compares it with
 // the database and counts violations: tasks lost, duplicated, runs counted
 // twice, audit rows that do not match transitions, job attempts burned by
-// storage retries. The unsafe store the seeds warn about (blind replay,
-// seed 002's CAS that does not consume its token), which the chaos command
+// storage retries. The unsafe store (blind replay, and a compare-and-swap
+// that does not consume its token), which the chaos command
 // sets beside this one to show that damage, is not part of this package's
 // API: only this repository's internal/naivestore can build it.
 //

@@ -20,7 +20,7 @@ func init() {
 
 // naivePersist replays the INSERT after any retryable failure and reads a
 // duplicate key on a replay as "already inserted", whatever constraint fired
-// and whoever owns the row (seed 002: only PK_QueuedTasks and our own row
+// and whoever owns the row (only the primary key and our own row
 // prove that).
 func (s *Store) naivePersist(ctx context.Context, t Task) error {
 	attempt := 0
@@ -37,7 +37,7 @@ func (s *Store) naivePersist(ctx context.Context, t Task) error {
 // naiveTransition runs an unguarded UPDATE and a fresh audit row, replayed
 // blindly: after a COMMIT whose reply was lost, the replay inserts a second
 // audit row, re-stamps the execution time and, for Start, counts a second job
-// attempt (seed 002: "SetStatus at audit Full is not idempotent").
+// attempt (a status change with a full audit trail is not idempotent).
 func (s *Store) naiveTransition(ctx context.Context, p *sqlretry.Policy, name, id, taskID string, from Status, update string, args func(now time.Time) []any) error {
 	return sqlretry.RunTx(ctx, s.db, p, sqlretry.Idempotent(name), nil, func(ctx context.Context, tx *sql.Tx) error {
 		now := s.now()
@@ -49,7 +49,7 @@ func (s *Store) naiveTransition(ctx context.Context, p *sqlretry.Policy, name, i
 	})
 }
 
-// naiveAdvance is seed 002's usp_UpdateCurrentRunCas: it guards on the
+// naiveAdvance is a compare-and-swap of a recurring task's run: it guards on the
 // schedule version and increments the run count without changing the
 // version, so an identical replay after an ambiguous COMMIT passes the guard
 // again and counts the run twice, spending MaxRuns early.

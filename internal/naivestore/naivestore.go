@@ -1,4 +1,4 @@
-// Package naivestore builds the task store the seeds warn about, to show the
+// Package naivestore builds the blind-replay task store, to show the
 // damage a blind replay does (`sqlretry chaos --compare naive` and
 // `--naive`). It is internal so that no program outside this repository can
 // build one: it is not part of the library.
@@ -10,7 +10,7 @@
 // insert a fresh audit row each time they run (the unique transition id then
 // makes the replay fail, so a write that landed is reported failed); Claim
 // replays without looking for the lease it may already hold; and AdvanceRun
-// takes seed 002's shape that guards on the schedule version without
+// takes the compare-and-swap that guards on the schedule version without
 // consuming it. Never use it for real data.
 package naivestore
 
