@@ -50,32 +50,5 @@ func TestReview2BeginAtomicEndsTrackedTx(t *testing.T) {
 	if err := conn.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.ExecContext(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
-		t.Fatal(err)
-	}
-	waitGone(t, admin, pid)
-	// The transaction died with its backend: any statement on conn must now
-	// fail, never run on a new session outside it.
-	var n int
-	readErr := conn.QueryRowContext(ctx, "SELECT count(*) FROM t").Scan(&n)
-	if readErr == nil {
-		t.Errorf("a read in a transaction whose session died was retried on a new session (count %d), outside the transaction", n)
-	}
-	_, insErr := conn.ExecContext(ctx, "INSERT INTO t VALUES (2)")
-	_, commitErr := conn.ExecContext(ctx, "COMMIT")
-	var rows []int
-	r, err := admin.QueryContext(ctx, "SELECT a FROM t ORDER BY a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for r.Next() {
-		var a int
-		r.Scan(&a)
-		rows = append(rows, a)
-	}
-	r.Close()
-	t.Logf("read err %v, insert err %v, commit err %v, table now %v", readErr, insErr, commitErr, rows)
-	if insErr == nil && commitErr == nil && len(rows) != 2 {
-		t.Errorf("INSERT and COMMIT of the transaction reported success, yet the table holds %v (want [1 2]): the first write is lost and the second committed alone", rows)
-	}
+	afterSessionDies(t, ctx, conn, admin, "pgx", "SELECT pg_terminate_backend(%d)", pid)
 }

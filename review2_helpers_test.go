@@ -1,6 +1,7 @@
 package sqlretry_test
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"testing"
@@ -27,4 +28,40 @@ func waitSessionGone(t *testing.T, admin *sql.DB, driver string, id int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("session %d still there", id)
+}
+
+// afterSessionDies ends the session pid (kill: the statement, with %d for
+// the id) under conn, which holds an open transaction with row 1 written,
+// and checks what the Connector then tells the caller: a read on conn must
+// fail (never run on a new session, outside the transaction), and an
+// INSERT of row 2 and a COMMIT must not both report success unless the
+// table holds both rows.
+func afterSessionDies(t *testing.T, ctx context.Context, conn *sql.Conn, admin *sql.DB, driver, kill string, pid int) {
+	t.Helper()
+	if _, err := admin.ExecContext(ctx, sprintf(kill, pid)); err != nil {
+		t.Fatal(err)
+	}
+	waitSessionGone(t, admin, driver, pid)
+	var n int
+	readErr := conn.QueryRowContext(ctx, "SELECT count(*) FROM t").Scan(&n)
+	if readErr == nil {
+		t.Errorf("a read in a transaction whose session died was retried on a new session (count %d), outside the transaction", n)
+	}
+	_, insErr := conn.ExecContext(ctx, "INSERT INTO t VALUES (2)")
+	_, commitErr := conn.ExecContext(ctx, "COMMIT")
+	var rows []int
+	r, err := admin.QueryContext(ctx, "SELECT a FROM t ORDER BY a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r.Next() {
+		var a int
+		r.Scan(&a)
+		rows = append(rows, a)
+	}
+	r.Close()
+	t.Logf("read err %v, insert err %v, commit err %v, table now %v", readErr, insErr, commitErr, rows)
+	if insErr == nil && commitErr == nil && len(rows) != 2 {
+		t.Errorf("INSERT and COMMIT of the transaction reported success, yet the table holds %v (want [1 2]): the first write is lost and the second committed alone", rows)
+	}
 }

@@ -80,32 +80,7 @@ func TestReview2ForeignCommitInCommentOrString(t *testing.T) {
 			if seen != 0 {
 				t.Fatalf("the text committed on the server (%d rows visible): scenario invalid", seen)
 			}
-			if _, err := admin.ExecContext(ctx, sprintf(c.kill, pid)); err != nil {
-				t.Fatal(err)
-			}
-			waitSessionGone(t, admin, c.driver, pid)
-			var n int
-			readErr := conn.QueryRowContext(ctx, "SELECT count(*) FROM t").Scan(&n)
-			if readErr == nil {
-				t.Errorf("a read in a transaction whose session died was retried on a new session (count %d), outside the transaction", n)
-			}
-			_, insErr := conn.ExecContext(ctx, "INSERT INTO t VALUES (2)")
-			_, commitErr := conn.ExecContext(ctx, "COMMIT")
-			var rows []int
-			r, err := admin.QueryContext(ctx, "SELECT a FROM t ORDER BY a")
-			if err != nil {
-				t.Fatal(err)
-			}
-			for r.Next() {
-				var a int
-				r.Scan(&a)
-				rows = append(rows, a)
-			}
-			r.Close()
-			t.Logf("read err %v, insert err %v, commit err %v, table now %v", readErr, insErr, commitErr, rows)
-			if insErr == nil && commitErr == nil && len(rows) != 2 {
-				t.Errorf("INSERT and COMMIT reported success, yet the table holds %v (want [1 2])", rows)
-			}
+			afterSessionDies(t, ctx, conn, admin, c.driver, c.kill, pid)
 		})
 	}
 }
