@@ -66,23 +66,34 @@ func (l *lexer) notACall(t token) bool {
 	return l.punct(n, ',') || n.kind == tokWord && l.isAny(n, "on", "function", "procedure")
 }
 
-// atomicNesting counts the blocks of a SQL-standard function body
-// (PostgreSQL's BEGIN ATOMIC … END), whose statements end in ";" and whose
-// END is no COMMIT: +1 at BEGIN ATOMIC, and inside one, +1 at CASE and -1
-// at END. open is the count so far.
-func (l *lexer) atomicNesting(t token, open int) int {
+// blockNesting counts the blocks of a body that runs later, not now:
+// PostgreSQL's BEGIN ATOMIC … END (a SQL-standard function body), and in a
+// CREATE statement (body) MySQL's BEGIN … END of a procedure, function,
+// trigger or event, whose statements end in ";". Inside one, CASE, IF,
+// LOOP, WHILE and REPEAT open blocks too, and END (END IF, END LOOP …)
+// closes one. open is the count so far. Counting too many (IF(a, b, c) is
+// a function) only keeps the rest of the text in the body, which is read as
+// running nothing: a transaction believed open stays pinned. Counting too
+// few would read a body's COMMIT or SET autocommit as run now.
+func (l *lexer) blockNesting(t token, open int, body bool) int {
 	switch {
 	case t.kind != tokWord:
 		return 0
-	case l.is(t, "begin") && l.peekWordIs("atomic"):
+	case l.is(t, "begin") && (body || open > 0 || l.peekWordIs("atomic")):
 		return 1
-	case open > 0 && l.is(t, "case"):
+	case open > 0 && l.isAny(t, blockWords[:]...):
 		return 1
 	case open > 0 && l.is(t, "end"):
+		if n := l.peek(); n.kind == tokWord && l.isAny(n, blockWords[:]...) {
+			l.next() // END IF closes the IF, and opens nothing
+		}
 		return -1
 	}
 	return 0
 }
+
+// blockWords open a block that END closes inside a body.
+var blockWords = [...]string{"case", "if", "loop", "while", "repeat"}
 
 // NewSession returns the state of a new session on engine: autocommit on
 // with no transaction open when autocommit is true, autocommit off when it
@@ -579,6 +590,7 @@ func forEachStatementIn(text string, d dialect, fn func(l *lexer, first token)) 
 			return stray
 		}
 		start := l.i
+		body := t.kind == tokWord && l.is(t, "create") // CREATE PROCEDURE … BEGIN … END: a body, not statements
 		fn(l, t)
 		if l.i < start {
 			l.i = start
@@ -587,7 +599,7 @@ func forEachStatementIn(text string, d dialect, fn func(l *lexer, first token)) 
 		if l.i > 0 && l.i <= len(l.s) && l.s[l.i-1] == ';' {
 			continue
 		}
-		depth, atomic := 0, 0
+		depth, block := 0, 0
 		for {
 			n := l.next()
 			if n.kind == tokEOF || n.kind == tokInvalid {
@@ -597,8 +609,8 @@ func forEachStatementIn(text string, d dialect, fn func(l *lexer, first token)) 
 				stray = true
 			}
 			depth += l.nesting(n)
-			atomic += l.atomicNesting(n, atomic)
-			if l.punct(n, ';') && depth <= 0 && atomic <= 0 {
+			block += l.blockNesting(n, block, body)
+			if l.punct(n, ';') && depth <= 0 && block <= 0 {
 				goto next
 			}
 		}

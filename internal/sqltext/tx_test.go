@@ -274,3 +274,26 @@ func TestSessionAfterReadsAsTheEngine(t *testing.T) {
 		t.Errorf("the COMMIT after a BEGIN ATOMIC body was not read: %s", state(s))
 	}
 }
+
+// A CREATE statement's body (MySQL's BEGIN … END of a procedure, trigger,
+// function or event) runs later, not now: its COMMIT and SET autocommit
+// must not be read as run. The tracker believed a session with autocommit
+// off had turned it on, and would have replayed its statements outside
+// their implicit transaction.
+func TestCreateBodyRunsNothingNow(t *testing.T) {
+	for _, q := range []string{
+		"CREATE PROCEDURE p() BEGIN DECLARE x INT; SET autocommit = 1; END",
+		"CREATE DEFINER=`root`@`%` PROCEDURE p() BEGIN IF 1 THEN SELECT 1; END IF; SET autocommit = 1; END",
+		"CREATE TRIGGER g BEFORE INSERT ON t FOR EACH ROW BEGIN SET @x = 1; SET autocommit = 1; END",
+		"CREATE PROCEDURE p() BEGIN WHILE 1 DO SELECT 1; END WHILE; COMMIT; SET autocommit = 1; END",
+	} {
+		if s := NewSession(MySQL, false).After(q, false); !s.Pinned() {
+			t.Errorf("manual.After(%q) = %s: the body's SET autocommit was read as run", q, state(s))
+		}
+	}
+	// What follows the body is read.
+	s := NewSession(MySQL, true).After("CREATE PROCEDURE p() BEGIN SELECT 1; END; START TRANSACTION", false)
+	if !s.Pinned() {
+		t.Errorf("the START TRANSACTION after a procedure body was not read: %s", state(s))
+	}
+}
