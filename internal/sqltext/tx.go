@@ -605,11 +605,14 @@ func forEachStatementIn(text string, d dialect, fn func(l *lexer, first token)) 
 			if n.kind == tokEOF || n.kind == tokInvalid {
 				return stray
 			}
-			if n.kind == tokWord && l.isAny(n, txWords[:txStray]...) && !l.notACall(n) {
-				stray = true
-			}
+			inBody := block > 0
 			depth += l.nesting(n)
 			block += l.blockNesting(n, block, body)
+			// A word of a body that runs later (CREATE PROCEDURE … BEGIN …
+			// END, and the BEGIN that opens it) acts on nothing now.
+			if !inBody && block == 0 && n.kind == tokWord && l.isAny(n, txWords[:txStray]...) && !l.notACall(n) {
+				stray = true
+			}
 			if l.punct(n, ';') && depth <= 0 && block <= 0 {
 				goto next
 			}

@@ -297,3 +297,20 @@ func TestCreateBodyRunsNothingNow(t *testing.T) {
 		t.Errorf("the START TRANSACTION after a procedure body was not read: %s", state(s))
 	}
 }
+
+// A T-SQL CREATE PROCEDURE runs nothing of its body: its BEGIN, COMMIT and
+// EXEC are no strays, and the session keeps its retries. A word of
+// transaction control outside any body still is one.
+func TestCreateProcedureKeepsSQLServerSession(t *testing.T) {
+	for _, q := range []string{
+		"CREATE PROCEDURE p AS BEGIN UPDATE t SET a = 1; COMMIT; END",
+		"CREATE PROCEDURE p AS BEGIN BEGIN TRAN; EXEC q; COMMIT TRAN END",
+	} {
+		if s := NewSession(SQLServer, true).After(q, false); s.Pinned() {
+			t.Errorf("After(%q) = %s: creating a procedure ran nothing", q, state(s))
+		}
+	}
+	if s := NewSession(SQLServer, true).After("UPDATE t SET a = 1 COMMIT", false); !s.Pinned() {
+		t.Errorf("a T-SQL batch's stray COMMIT no longer makes the session unsure")
+	}
+}
