@@ -39,7 +39,7 @@ func RequireDB() bool { return os.Getenv(envRequire) == "1" }
 
 // Skip skips the test with the formatted message or, when [RequireDB] is
 // true, fails it with the same message.
-func Skip(t testing.TB, format string, a ...any) {
+func Skip(t TB, format string, a ...any) {
 	t.Helper()
 	msg := fmt.Sprintf(format, a...)
 	if RequireDB() {

@@ -165,7 +165,7 @@ func TestServerLifecycle(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		driver string
-		start  func(testing.TB) *Server
+		start  func(TB) *Server
 	}{
 		{"PostgreSQL", "pgx", StartPostgres},
 		{"MariaDB", "mysql", StartMariaDB},
@@ -229,7 +229,7 @@ func TestServerLifecycle(t *testing.T) {
 func TestStartWithSettings(t *testing.T) {
 	for _, tc := range []struct {
 		name, driver, query string
-		start               func(testing.TB, Options) *Server
+		start               func(TB, Options) *Server
 	}{
 		{"PostgreSQL", "pgx", "SHOW max_connections", StartPostgresWith},
 		{"MariaDB", "mysql", "SELECT @@max_connections", StartMariaDBWith},

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
-	"testing"
 	"time"
 )
 
@@ -50,7 +49,7 @@ const galeraProviderOptions = "evs.keepalive_period=PT0.5S;evs.inactive_check_pe
 // killed by PID (its whole process group: SST scripts and their rsync
 // daemons too) and its directory removed when the test ends, failed or not.
 type Galera struct {
-	t     testing.TB
+	t     TB
 	Nodes []*Server
 	// newCluster[i] adds --wsrep-new-cluster to node i's next start: only
 	// the first node's first start bootstraps; every later start joins.
@@ -63,7 +62,7 @@ type Galera struct {
 // wsrep_ready=ON and Synced. The test is skipped through [Skip] when MariaDB
 // or galera-4 (the wsrep provider) is not installed; nothing is installed
 // at test time.
-func StartGalera(t testing.TB) *Galera {
+func StartGalera(t TB) *Galera {
 	t.Helper()
 	provider, err := galeraProvider()
 	if err != nil {
@@ -95,7 +94,7 @@ func StartGalera(t testing.TB) *Galera {
 
 // galeraPorts returns, per node, its group-communication, IST and SST ports
 // (the mysql port is launch's to choose).
-func galeraPorts(t testing.TB) [][3]int {
+func galeraPorts(t TB) [][3]int {
 	out := make([][3]int, galeraNodes)
 	seen := map[int]bool{}
 	for i := range out {

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"testing"
 )
 
 // mariadbDefaults are the throwaway MariaDB server's settings: small and
@@ -70,14 +69,14 @@ func mariadbBinaries() (server, install string, err error) {
 // database test), listening on a free port on 127.0.0.1, binary log off,
 // InnoDB small. It is killed and removed at cleanup. The test is skipped
 // through [Skip] when the MariaDB binaries are missing.
-func StartMariaDB(t testing.TB) *Server {
+func StartMariaDB(t TB) *Server {
 	t.Helper()
 	return StartMariaDBWith(t, Options{})
 }
 
 // StartMariaDBWith is [StartMariaDB] with settings, for example
 // {"max_connections": "3"}.
-func StartMariaDBWith(t testing.TB, opts Options) *Server {
+func StartMariaDBWith(t TB, opts Options) *Server {
 	t.Helper()
 	m, ok := findMariaDB(t)
 	if !ok {
@@ -103,7 +102,7 @@ type mariadbInstall struct {
 // initialising it on first use. StartMariaDB, the replica pair and the
 // Galera nodes use one cache key and one builder, so they share one
 // mariadb-install-db. ok is false when the test was skipped through [Skip].
-func findMariaDB(t testing.TB) (m mariadbInstall, ok bool) {
+func findMariaDB(t TB) (m mariadbInstall, ok bool) {
 	t.Helper()
 	server, install, err := mariadbBinaries()
 	if err != nil {
@@ -130,7 +129,7 @@ func findMariaDB(t testing.TB) (m mariadbInstall, ok bool) {
 
 // newServer builds (but does not start) a MariaDB server on a copy of the
 // template in a new directory named after prefix.
-func (m mariadbInstall) newServer(t testing.TB, prefix string, settings [][2]string) *Server {
+func (m mariadbInstall) newServer(t TB, prefix string, settings [][2]string) *Server {
 	t.Helper()
 	dir, copyTime := serverDir(t, prefix, m.tmpl, nil)
 	return &Server{

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
-	"testing"
 	"time"
 )
 
@@ -31,7 +30,7 @@ type MariaDBReplicaOptions struct {
 
 // StartMariaDBReplica starts a primary and a replica of it and waits until
 // the replica's two threads run.
-func StartMariaDBReplica(t testing.TB, opts MariaDBReplicaOptions) *MariaDBReplica {
+func StartMariaDBReplica(t TB, opts MariaDBReplicaOptions) *MariaDBReplica {
 	t.Helper()
 	primary, replica := map[string]string{"server-id": "1"}, map[string]string{"server-id": "2"}
 	if opts.SemiSync {
@@ -60,7 +59,7 @@ func StartMariaDBReplica(t testing.TB, opts MariaDBReplicaOptions) *MariaDBRepli
 
 // startMariaDBBinlog starts a throwaway MariaDB server as [StartMariaDB]
 // does, but writing a binary log, with extra settings.
-func startMariaDBBinlog(t testing.TB, extra map[string]string) *Server {
+func startMariaDBBinlog(t TB, extra map[string]string) *Server {
 	t.Helper()
 	m, ok := findMariaDB(t)
 	if !ok {

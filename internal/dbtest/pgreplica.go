@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
-	"testing"
 	"time"
 )
 
@@ -43,7 +42,7 @@ type PostgresReplica struct {
 
 // StartPostgresReplica starts a primary and a standby streaming from it, and
 // waits until the standby streams (and, with Sync, is the synchronous one).
-func StartPostgresReplica(t testing.TB, opts ReplicaOptions) *PostgresReplica {
+func StartPostgresReplica(t TB, opts ReplicaOptions) *PostgresReplica {
 	t.Helper()
 	settings := map[string]string{"wal_keep_size": "64MB", "hot_standby": "on"}
 	for k, v := range opts.Settings {
@@ -74,7 +73,7 @@ func StartPostgresReplica(t testing.TB, opts ReplicaOptions) *PostgresReplica {
 
 // startStandby takes a base backup of primary into a new private directory
 // and starts it as a standby streaming from conninfo.
-func startStandby(t testing.TB, primary *Server, conninfo string, settings map[string]string) *Server {
+func startStandby(t TB, primary *Server, conninfo string, settings map[string]string) *Server {
 	t.Helper()
 	bin, err := postgresBinDir()
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"syscall"
-	"testing"
 )
 
 // postgresDefaults are the throwaway PostgreSQL server's settings: fast and
@@ -86,14 +85,14 @@ func chownTo(path string, cred *syscall.Credential) error {
 // database postgres), listening on a free port on 127.0.0.1 with its Unix socket
 // in its own directory, fsync off. It is killed and removed at cleanup. The
 // test is skipped through [Skip] when the PostgreSQL binaries are missing.
-func StartPostgres(t testing.TB) *Server {
+func StartPostgres(t TB) *Server {
 	t.Helper()
 	return StartPostgresWith(t, Options{})
 }
 
 // StartPostgresWith is [StartPostgres] with settings, for example
 // {"max_connections": "5"}.
-func StartPostgresWith(t testing.TB, opts Options) *Server {
+func StartPostgresWith(t TB, opts Options) *Server {
 	t.Helper()
 	bin, err := postgresBinDir()
 	if err != nil {

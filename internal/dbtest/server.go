@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 )
 
@@ -356,7 +355,7 @@ func (s *Server) logSince(offset int64) string {
 // launch creates and starts a server, retrying with a fresh port when the
 // first start fails (another process may have taken the port in between),
 // and arranges its cleanup.
-func launch(t testing.TB, s *Server) *Server {
+func launch(t TB, s *Server) *Server {
 	t.Helper()
 	t.Cleanup(func() {
 		s.mu.Lock()
@@ -478,7 +477,7 @@ func cachedTemplate(kind, key string, build func(dir string) error) (string, err
 // serverDir makes a throwaway server's private directory and copies the
 // template's data directory into it. It returns the directory and how long
 // the copy took.
-func serverDir(t testing.TB, prefix, tmpl string, cred *syscall.Credential) (string, time.Duration) {
+func serverDir(t TB, prefix, tmpl string, cred *syscall.Credential) (string, time.Duration) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
