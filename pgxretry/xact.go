@@ -135,7 +135,14 @@ func (w *Pool) syncBarrier(ctx context.Context) error {
 		}
 		return nil
 	})
-	if err != nil && ctx.Err() == nil && bctx.Err() != nil {
+	// A COMMIT whose wait for the standbys is cancelled returns success,
+	// with a warning: with pgx's CancelRequestContextWatcherHandler, bctx's
+	// end sends such a cancel, so a barrier that ends after its deadline
+	// proves nothing, whatever it returned.
+	if bctx.Err() != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		return ErrNotReplicated
 	}
 	return err

@@ -207,8 +207,11 @@ func confirmReplicated(ctx context.Context, db *sql.DB, maxWait time.Duration) e
 // primary has written so far, or [ErrNotReplicated] after maxWait. It
 // commits a transaction that wrote one WAL record, with synchronous_commit
 // on: its COMMIT returns once the standbys have its WAL, which follows the
-// marked transaction's commit record. (An administrator who cancels the
-// barrier's own wait would fool it.)
+// marked transaction's commit record. A COMMIT whose wait is cancelled
+// returns success all the same, with a warning: lib/pq sends such a cancel
+// when bctx ends, so a barrier that ends after its deadline proves nothing,
+// whatever it returned. (An administrator who cancels the barrier's own
+// wait would still fool it.)
 func syncBarrier(ctx context.Context, db *sql.DB, maxWait time.Duration) error {
 	bctx, cancel := context.WithTimeout(ctx, max(maxWait, time.Millisecond))
 	defer cancel()
@@ -225,7 +228,10 @@ func syncBarrier(ctx context.Context, db *sql.DB, maxWait time.Duration) error {
 			tx.Rollback()
 		}
 	}
-	if err != nil && ctx.Err() == nil && bctx.Err() != nil {
+	if bctx.Err() != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		return ErrNotReplicated
 	}
 	return err
