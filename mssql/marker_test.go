@@ -8,6 +8,7 @@ import (
 	"time"
 
 	sr "github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/internal/marker"
 	"github.com/sqlretry/sqlretry/internal/tdstest"
 )
 
@@ -20,7 +21,7 @@ import (
 // (→ ErrMarkerInFlight, after an attention).
 func TestMarkerSettlesThroughGoMSSQLDB(t *testing.T) {
 	notFound := tdstest.Rows([]tdstest.Column{{Name: "tombstone", Type: tdstest.Int}})
-	marker := tdstest.Rows([]tdstest.Column{{Name: "tombstone", Type: tdstest.Int}}, []any{0})
+	found := tdstest.Rows([]tdstest.Column{{Name: "tombstone", Type: tdstest.Int}}, []any{0})
 	dup := tdstest.Fail(2627, 14, "Violation of PRIMARY KEY constraint 'PK_sqlretry_commit_marks'. Cannot insert duplicate key in object 'dbo.sqlretry_commit_marks'.")
 	lockTimeout := tdstest.Fail(1222, 16, "Lock request time out period exceeded.")
 	const lookup, insert = "SELECT tombstone", "INSERT INTO sqlretry_commit_marks"
@@ -32,7 +33,7 @@ func TestMarkerSettlesThroughGoMSSQLDB(t *testing.T) {
 		wantInserts int
 	}{
 		{"holder commits: duplicate key", []tdstest.Rule{
-			{Match: lookup, Times: 1, Reply: notFound}, {Match: insert, Reply: dup}, {Match: lookup, Reply: marker},
+			{Match: lookup, Times: 1, Reply: notFound}, {Match: insert, Reply: dup}, {Match: lookup, Reply: found},
 		}, true, nil, 1},
 		{"holder rolls back: the tombstone lands", []tdstest.Rule{
 			{Match: lookup, Reply: notFound}, {Match: insert, Reply: tdstest.Affected(1)},
@@ -54,7 +55,7 @@ func TestMarkerSettlesThroughGoMSSQLDB(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			v := &MarkerVerifier{MaxWait: 500 * time.Millisecond}
-			v.seams.Sleep = func(ctx context.Context, d time.Duration) error { return ctx.Err() }
+			marker.Seams(v).Sleep = func(ctx context.Context, d time.Duration) error { return ctx.Err() }
 			got, err := v.Committed(ctx, db, sr.NewKey())
 			if got != tc.want || !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
 				t.Fatalf("got %v, %v; want %v, %v", got, err, tc.want, tc.wantErr)

@@ -1,11 +1,6 @@
 package mysql
 
 import (
-	"context"
-	"database/sql"
-	"time"
-
-	sr "github.com/sqlretry/sqlretry"
 	"github.com/sqlretry/sqlretry/internal/marker"
 )
 
@@ -20,12 +15,6 @@ const MarkerTableDDL = `CREATE TABLE IF NOT EXISTS sqlretry_commit_marks (
     INDEX sqlretry_commit_marks_created_at (created_at)
 ) ENGINE=InnoDB;
 `
-
-// ErrMarkerInFlight is the error of [MarkerVerifier.Committed] when the
-// marker's key stayed locked for MaxWait: the transaction may still be
-// committing. sqlretry.RunTx then returns an error matching
-// sqlretry.ErrAmbiguous.
-var ErrMarkerInFlight = marker.ErrInFlight
 
 // markerDialect is package marker's dialect for MySQL and MariaDB (InnoDB).
 var markerDialect = marker.Dialect{
@@ -46,7 +35,7 @@ var markerDialect = marker.Dialect{
 	Duplicate: []string{"1062"}, // ER_DUP_ENTRY (MySQL server error reference)
 }
 
-// MarkerVerifier is a [sr.CommitVerifier] for MySQL and MariaDB (InnoDB)
+// MarkerVerifier is a sqlretry.CommitVerifier for MySQL and MariaDB (InnoDB)
 // that settles an ambiguous COMMIT with a row of its own in a marker table,
 // so that its verdict survives a failover. Just before COMMIT, Mark inserts
 // a random key (128 bits) into the table, inside the transaction; after a
@@ -79,71 +68,33 @@ var markerDialect = marker.Dialect{
 //	p, err := sqlretry.New(sqlretry.Config{Classifier: mysql.Classifier, CommitVerifier: &mysql.MarkerVerifier{}})
 //	err = sqlretry.RunTx(ctx, db, p, sqlretry.Write("transfer", nil), nil, fn)
 //
-// The zero value is ready to use: the table sqlretry_commit_marks, which
-// must exist. A MarkerVerifier is safe for concurrent use; its fields must
-// not change after its first use, which reads them (an invalid one makes
-// every call fail with an error naming it).
-type MarkerVerifier struct {
-	// Table names the marker table, optionally schema-qualified. If "",
-	// sqlretry_commit_marks.
-	Table string
-	// CreateTable lets the verifier create the table and its index (CREATE
-	// ... IF NOT EXISTS) on first use on each *sql.DB, before the first
-	// transaction opens: for users allowed to run DDL.
-	CreateTable bool
-	// MaxWait bounds how long Committed waits for a marker key another
-	// transaction holds, and how long a prune may take. If 0, 5 s.
-	MaxWait time.Duration
-	// TTL is the age after which a marker is pruned. It must be far longer
-	// than any RunTx call (at least a minute; clocks of clients must agree
-	// far better than that). If 0, 1 h.
-	TTL time.Duration
-	// PruneEvery is how many transactions pass between two prunes. If 0,
-	// 100; if negative, the verifier never prunes, and the table grows
-	// until something else deletes old rows.
-	PruneEvery int
+// Its fields, all optional (the zero value is ready to use):
+//
+//   - Table string: the marker table, optionally schema-qualified; if "",
+//     sqlretry_commit_marks, which must exist ([MarkerTableDDL]).
+//   - CreateTable bool: create the table and its index (IF NOT EXISTS) on
+//     first use on each *sql.DB, before the first transaction opens.
+//   - MaxWait time.Duration: how long Committed waits for a key another
+//     transaction holds, and a prune may take; if 0, 5 s.
+//   - TTL time.Duration: the age after which a marker is pruned, at least
+//     a minute and 10×MaxWait; if 0, 1 h.
+//   - PruneEvery int: transactions between two prunes; if 0, 100; if
+//     negative, never.
+//
+// Its methods are Mark, Committed and BeforeTx (sqlretry.CommitVerifier,
+// sqlretry.TxSetup). A MarkerVerifier is safe for concurrent use; its fields
+// must not change after its first use, which reads them (an invalid one
+// makes every call fail with an error naming it).
+type MarkerVerifier = marker.MarkerVerifier[markerEngine]
 
-	lazy  marker.Lazy
-	seams marker.Config // tests set Now, Sleep and NewKey
-}
+// ErrMarkerInFlight is the error of [MarkerVerifier.Committed] when the
+// marker's key stayed locked for MaxWait: the transaction may still be
+// committing. sqlretry.RunTx then returns an error matching
+// sqlretry.ErrAmbiguous.
+var ErrMarkerInFlight = marker.ErrInFlight
 
-var (
-	_ sr.CommitVerifier = (*MarkerVerifier)(nil)
-	_ sr.TxSetup        = (*MarkerVerifier)(nil)
-)
+// markerEngine is MarkerVerifier's type argument: it hands package marker
+// this package's dialect.
+type markerEngine struct{}
 
-func (v *MarkerVerifier) get() (*marker.Verifier, error) {
-	c := v.seams
-	c.Table, c.CreateTable, c.MaxWait, c.TTL, c.PruneEvery = v.Table, v.CreateTable, v.MaxWait, v.TTL, v.PruneEvery
-	return v.lazy.Get(&markerDialect, c)
-}
-
-// Mark inserts a new key into the marker table inside tx and returns it.
-func (v *MarkerVerifier) Mark(ctx context.Context, tx *sql.Tx) (string, error) {
-	m, err := v.get()
-	if err != nil {
-		return "", err
-	}
-	return m.Mark(ctx, tx)
-}
-
-// Committed reports whether the transaction Mark returned mark for
-// committed; see [MarkerVerifier].
-func (v *MarkerVerifier) Committed(ctx context.Context, db *sql.DB, mark string) (bool, error) {
-	m, err := v.get()
-	if err != nil {
-		return false, err
-	}
-	return m.Committed(ctx, db, mark)
-}
-
-// BeforeTx creates the table on first use if CreateTable is set, and
-// prunes old markers every PruneEvery calls. RunTx calls it before each
-// attempt opens its transaction.
-func (v *MarkerVerifier) BeforeTx(ctx context.Context, db *sql.DB) error {
-	m, err := v.get()
-	if err != nil {
-		return err
-	}
-	return m.BeforeTx(ctx, db)
-}
+func (markerEngine) Dialect() *marker.Dialect { return &markerDialect }

@@ -12,6 +12,7 @@ import (
 
 	sr "github.com/sqlretry/sqlretry"
 	"github.com/sqlretry/sqlretry/internal/dbtest"
+	"github.com/sqlretry/sqlretry/internal/marker"
 )
 
 func markerMySQL(t *testing.T) (*sql.DB, context.Context) {
@@ -163,7 +164,7 @@ func TestMarkerPruneUnderConcurrency(t *testing.T) {
 		}
 	}
 	v := &MarkerVerifier{PruneEvery: 1}
-	v.seams.Now = func() time.Time { return now }
+	marker.Seams(v).Now = func() time.Time { return now }
 	p, err := sr.New(sr.Config{Classifier: Classifier, CommitVerifier: v, MaxRetries: sr.NoRetries})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	sr "github.com/sqlretry/sqlretry"
 	"github.com/sqlretry/sqlretry/internal/dbtest"
+	"github.com/sqlretry/sqlretry/internal/marker"
 )
 
 func markerPG(t *testing.T) (*sql.DB, context.Context) {
@@ -205,7 +206,7 @@ func TestMarkerPrunes(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := &MarkerVerifier{PruneEvery: 1}
-	v.seams.Now = func() time.Time { return now }
+	marker.Seams(v).Now = func() time.Time { return now }
 	for _, want := range []int{3, 1, 1} { // 4 at most per prune; the young row stays
 		if err := v.BeforeTx(ctx, db); err != nil {
 			t.Fatal(err)

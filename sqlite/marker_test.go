@@ -13,6 +13,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	sr "github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/internal/marker"
 	"github.com/sqlretry/sqlretry/internal/wait"
 )
 
@@ -130,7 +131,7 @@ func TestMarkerWaitsForHolder(t *testing.T) {
 			holder, key := holdMarker(t, ctx, db)
 			pauses := 0
 			v := &MarkerVerifier{MaxWait: 300 * time.Millisecond}
-			v.seams.Sleep = func(ctx context.Context, d time.Duration) error {
+			marker.Seams(v).Sleep = func(ctx context.Context, d time.Duration) error {
 				pauses++
 				if pauses == 1 && tc.end != "" {
 					if _, err := holder.ExecContext(ctx, tc.end); err != nil {
@@ -179,7 +180,7 @@ func TestMarkerPrunes(t *testing.T) {
 	db, ctx := markerDB(t), markerCtx(t)
 	now := time.Unix(1_000_000, 0)
 	v := &MarkerVerifier{CreateTable: true, PruneEvery: 2, TTL: time.Hour}
-	v.seams.Now = func() time.Time { return now }
+	marker.Seams(v).Now = func() time.Time { return now }
 	if err := v.BeforeTx(ctx, db); err != nil { // call 1: creates, no prune
 		t.Fatal(err)
 	}
