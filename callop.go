@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/sqlretry/sqlretry/internal/rawsql"
-	"github.com/sqlretry/sqlretry/internal/sqltext"
 )
 
 // opKey carries the Op attached to one call's context.
@@ -54,14 +53,19 @@ func WithOp(ctx context.Context, op Op) context.Context {
 	return context.WithValue(ctx, opKey{}, &attached{op: op})
 }
 
-// takeOp takes the Op attached to ctx if in is the first write made with
-// it, or returns nil. A statement the driver skips (driver.ErrSkip, which
+// takeOp takes the Op attached to ctx if the statement, read-only or not,
+// is the first write made with it, or returns nil. A statement the driver skips (driver.ErrSkip, which
 // database/sql answers by running it again as a prepared statement) gives
 // it back with release: the Op belongs to the run that happens.
-func takeOp(ctx context.Context, in sqltext.Info) *attached {
-	if in.ReadOnly || !opsAttached.Load() {
-		return nil
+func takeOp(ctx context.Context, readOnly bool) *attached {
+	if readOnly || !opsAttached.Load() {
+		return nil // inlined: every statement's path, where no Op is attached
 	}
+	return takeAttached(ctx)
+}
+
+// takeAttached is takeOp's look-up in ctx.
+func takeAttached(ctx context.Context) *attached {
 	a, ok := ctx.Value(opKey{}).(*attached)
 	if !ok || !a.used.CompareAndSwap(false, true) {
 		return nil

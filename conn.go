@@ -411,8 +411,14 @@ func (r *call) run(ctx context.Context) (err error) {
 		r.out, err = r.st.queryOnce(ctx, r.args)
 	case r.st != nil:
 		r.res, err = r.st.exec(ctx, r.args)
+	// The inner connection's context methods are called here, not through
+	// query and exec, on every statement's path: a call less.
+	case r.rows && r.c.queryer != nil:
+		r.out, err = r.c.queryer.QueryContext(ctx, r.query, r.args)
 	case r.rows:
 		r.out, err = r.c.query(ctx, r.query, r.args)
+	case r.c.execer != nil:
+		r.res, err = r.c.execer.ExecContext(ctx, r.query, r.args)
 	default:
 		r.res, err = r.c.exec(ctx, r.query, r.args)
 	}
@@ -433,9 +439,9 @@ func (r *call) ready(ctx context.Context) error {
 // a connection replaced underneath when the failure left it unusable.
 func (c *conn) call(ctx context.Context, r *call) error {
 	in, pinned := c.prologue(r.query, r.info)
-	own := takeOp(ctx, in)
+	own := takeOp(ctx, in.ReadOnly)
 	if pinned {
-		err := c.callPinned(ctx, r, in)
+		err := c.callPinned(ctx, r, *in)
 		if err == driver.ErrSkip {
 			own.release()
 		}
@@ -467,7 +473,7 @@ func (c *conn) call(ctx context.Context, r *call) error {
 	if rr.rows {
 		attempt = c.timed(ctx, attempt)
 	}
-	op := c.c.attachedOp(own, c.c.stmtOp(r.query, in))
+	op := c.c.attachedOp(own, c.c.stmtOp(r.query, *in))
 	if err = c.retry(ctx, op, err, attempt); err != nil {
 		if err == driver.ErrSkip {
 			own.release()
@@ -528,14 +534,22 @@ func (c *conn) callPinned(ctx context.Context, r *call, in sqltext.Info) error {
 		return err
 	}
 	if autocommit || in.TxControl {
-		r.watch(ctx, in)
+		r.watch(ctx, &in)
 	}
 	return nil
 }
 
-// checkFenced drops the session if a fence ended it since its last use.
+// checkFenced drops the session if a fence ended it since its last use. It
+// is small enough to be inlined into every statement's path, where the
+// fence is almost never set; dropFenced does the rest.
 func (c *conn) checkFenced() {
-	if id := c.fenced.Load(); id != nil && c.fenced.CompareAndSwap(id, nil) && *id == c.sid {
+	if id := c.fenced.Load(); id != nil {
+		c.dropFenced(id)
+	}
+}
+
+func (c *conn) dropFenced(id *string) {
+	if c.fenced.CompareAndSwap(id, nil) && *id == c.sid {
 		c.broken = true
 	}
 }
@@ -547,9 +561,9 @@ var errConnGone = &verdictError{err: errConnLost, class: Class{Retryable: true, 
 var errConnLost = errors.New("sqlretry: the connection was lost and could not be replaced")
 
 // watch wraps a query's rows for their errors (see watchRows).
-func (r *call) watch(ctx context.Context, in sqltext.Info) {
-	if r.rows {
-		r.out = r.c.watchRows(ctx, r.query, in, r.out)
+func (r *call) watch(ctx context.Context, in *sqltext.Info) {
+	if r.rows && !(in.ReadOnly && in.OneStatement()) {
+		r.out = r.c.watchRows(ctx, r.query, *in, r.out)
 	}
 }
 
@@ -557,23 +571,23 @@ func (r *call) watch(ctx context.Context, in sqltext.Info) {
 // reads the text (in, if not nil, is the prepared statement's reading).
 // pinned reports that the statement must run once, as it is, on this
 // session: a transaction is or may be open on it, or the statement itself
-// may open or end one.
-func (c *conn) prologue(query string, in *sqltext.Info) (sqltext.Info, bool) {
+// may open or end one. The Info returned is shared: it must not be changed.
+func (c *conn) prologue(query string, in *sqltext.Info) (*sqltext.Info, bool) {
 	c.finishQuery()
 	c.checkFenced()
-	var info sqltext.Info
-	if in != nil {
-		info = *in
-	} else {
-		info = c.analyze(query)
+	if in == nil {
+		if in = c.cached(query); in == nil {
+			in = c.analyze(query)
+		}
 	}
-	return info, c.inTx || c.sess.Pinned() || info.TxControl
+	return in, c.inTx || c.sess.Pinned() || in.TxControl
 }
 
-// recentText is a text a connection read and what it says.
+// recentText is a text a connection read and what it says: a pointer to the
+// connector's reading, which is never changed, so a hit copies nothing.
 type recentText struct {
 	q  string
-	in sqltext.Info
+	in *sqltext.Info
 }
 
 // analyze returns what query says, from the connection's own small cache
@@ -582,17 +596,33 @@ type recentText struct {
 // string (a constant), whose comparison ends at the pointer: a hit costs a
 // few instructions, where the connector's sync.Map hashes the whole text
 // (about 200 instructions a statement, measured with callgrind).
-func (c *conn) analyze(query string) sqltext.Info {
-	if query == "" {
-		return c.c.analyze(query)
-	}
-	e := &c.recent[(len(query)^int(query[0])^int(query[len(query)-1])<<1)&(len(c.recent)-1)]
-	if e.q == query {
-		return e.in
+func (c *conn) analyze(query string) *sqltext.Info {
+	if in := c.cached(query); in != nil {
+		return in
 	}
 	in := c.c.analyze(query)
-	e.q, e.in = query, in
+	if query != "" {
+		c.recent[recentSlot(query)] = recentText{q: query, in: in}
+	}
 	return in
+}
+
+// cached returns the connection's reading of query if it read it lately,
+// or nil. It is inlined into prologue, so a hit costs no call.
+func (c *conn) cached(query string) *sqltext.Info {
+	if query == "" {
+		return nil
+	}
+	if e := &c.recent[recentSlot(query)]; e.q == query {
+		return e.in
+	}
+	return nil
+}
+
+// recentSlot is query's slot in conn.recent: a hash of its length and end
+// bytes. query must not be empty.
+func recentSlot(query string) int {
+	return (len(query) ^ int(query[0]) ^ int(query[len(query)-1])<<1) & (len(conn{}.recent) - 1)
 }
 
 // pinnedDone records what a pinned statement did to the session and returns

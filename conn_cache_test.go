@@ -31,7 +31,7 @@ func TestConnTextCacheAnswersAsTheLexer(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := 0; i < 2000; i++ {
 		q := texts[rng.IntN(len(texts))]
-		if got, want := c.analyze(q), sqltext.Analyze(q); got != want {
+		if got, want := *c.analyze(q), sqltext.Analyze(q); got != want {
 			t.Fatalf("step %d: analyze(%q) = %+v, want %+v", i, q, got, want)
 		}
 	}

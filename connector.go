@@ -120,7 +120,7 @@ type connector struct {
 	// texts caches sqltext.Analyze's reading of the statement texts run
 	// through the Connector (an application runs the same few texts over
 	// and over), up to maxTexts of them.
-	texts  sync.Map // string → sqltext.Info
+	texts  sync.Map // string → *sqltext.Info, never changed once stored
 	ntexts atomic.Int32
 }
 
@@ -128,12 +128,14 @@ type connector struct {
 // at each call (a program that builds texts with values in them).
 const maxTexts = 4096
 
-// analyze returns the reading of statement text q, cached.
-func (c *connector) analyze(q string) sqltext.Info {
+// analyze returns the reading of statement text q, cached. The Info is
+// shared: it must not be changed.
+func (c *connector) analyze(q string) *sqltext.Info {
 	if v, ok := c.texts.Load(q); ok {
-		return v.(sqltext.Info)
+		return v.(*sqltext.Info)
 	}
-	in := sqltext.Analyze(q)
+	in := new(sqltext.Info)
+	*in = sqltext.Analyze(q)
 	if c.ntexts.Load() < maxTexts {
 		if _, loaded := c.texts.LoadOrStore(q, in); !loaded {
 			c.ntexts.Add(1)
