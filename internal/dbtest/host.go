@@ -127,3 +127,25 @@ func (h *Host) Failed() bool {
 	defer h.mu.Unlock()
 	return h.failed
 }
+
+// GaleraAvailable returns nil when a throwaway Galera cluster can be
+// started here ([StartGalera]): MariaDB, galera-4 and the rsync state
+// transfer's tools are installed; else what is missing.
+func GaleraAvailable() error {
+	if _, _, err := mariadbBinaries(); err != nil {
+		return err
+	}
+	_, err := galeraProvider()
+	return err
+}
+
+// PostgresAvailable returns nil when throwaway PostgreSQL servers can be
+// started here ([StartPostgres], [StartPostgresReplica]); else what is
+// missing.
+func PostgresAvailable() error {
+	if _, err := postgresBinDir(); err != nil {
+		return err
+	}
+	_, err := postgresCredential()
+	return err
+}

@@ -247,10 +247,24 @@ type Config struct {
 	// Progress, if set, is called with a Sample about every SampleEvery.
 	Progress    func(Sample)
 	SampleEvery time.Duration // 0: 100 ms
+	// Cluster, "galera" ([ClusterGalera]), runs the tasks scenario on a
+	// MariaDB Galera cluster: the DSN's nodes, or with no DSN a throwaway
+	// three-node cluster the run starts, kills a node of and rejoins
+	// (cluster.go). Failover does the same with a PostgreSQL primary and
+	// standby: the primary stopped, the standby promoted.
+	Cluster  string
+	Failover bool
+	// GaleraRouting is how a Galera run's connections pick their node:
+	// RoutingSequential (the default) or RoutingSpread.
+	GaleraRouting string
+	// Notify, if set, is told what a cluster run does before its workload
+	// starts (starting the throwaway cluster takes seconds).
+	Notify func(string)
 }
 
 // WithDefaults returns c with every zero field that has a default set to it.
 func (c Config) WithDefaults() Config {
+	c = c.clusterDefaults()
 	if c.Scenario == "" {
 		c.Scenario = ScenarioTasks
 	}
@@ -305,10 +319,13 @@ func (c Config) Validate() error {
 	if err := c.validateScenario(); err != nil {
 		return err
 	}
+	if err := c.validateCluster(); err != nil {
+		return err
+	}
 	switch {
 	case !slices.Contains(Engines, c.Engine):
 		return inputErr("--engine", fmt.Errorf("chaos drives %s, not %s", engine.Names(Engines...), c.Engine))
-	case c.DSN == "" && c.Engine != engine.SQLite:
+	case c.DSN == "" && c.Engine != engine.SQLite && !c.clustered():
 		return inputErr("--dsn", fmt.Errorf("engine %s needs a DSN", c.Engine))
 	case c.Duration < 0:
 		return inputErr("--duration", errors.New("must be > 0"))

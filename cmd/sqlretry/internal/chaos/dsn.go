@@ -196,6 +196,8 @@ type target struct {
 	// settings are the engine settings the run applied, as lines for the
 	// report: "busy_timeout 500ms".
 	settings []string
+	// clusterDB is a Galera run's database, for the check of each node.
+	clusterDB string
 }
 
 func (t *target) close() {
@@ -220,6 +222,10 @@ func openTarget(ctx context.Context, c Config, label string) (*target, error) {
 	case engine.Postgres:
 		err = t.openPostgres(ctx, c, label)
 	case engine.MySQL:
+		if c.Cluster != "" {
+			err = t.openGalera(ctx, c, label)
+			break
+		}
 		err = t.openMySQL(ctx, c, label)
 	default:
 		err = t.openSQLite(c, label)

@@ -238,6 +238,7 @@ func runPlots(r *RunReport) (top, bottom *plot.Plot, err error) {
 	total := float64(r.DurationMS) / 1000
 	top.X.Min, top.X.Max = 0, total
 	shade(top, r, ymax)
+	markEvents(top, r, ymax)
 	if err := addStyledLine(top, ops, "operations ok/s", colThroughput, vg.Points(1.2), nil); err != nil {
 		return nil, nil, err
 	}
@@ -267,6 +268,7 @@ func runPlots(r *RunReport) (top, bottom *plot.Plot, err error) {
 	}
 	bottom.Y.Max = bmax * 1.3
 	shade(bottom, r, bmax*1.3)
+	markEvents(bottom, r, bmax*1.3)
 	if len(budget) > 0 {
 		if err := addStyledLine(bottom, budget, "budget level", colBudget, vg.Points(1.2), nil); err != nil {
 			return nil, nil, err

@@ -53,6 +53,9 @@ type RunReport struct {
 	Interrupted bool     `json:"interrupted"`
 	Problems    []string `json:"problems,omitempty"`
 	OK          bool     `json:"ok"`
+	// Cluster is a cluster run's cluster, events and recoveries
+	// (Config.Cluster, Config.Failover).
+	Cluster *ClusterReport `json:"cluster,omitempty"`
 
 	// Damage is the violations over time (Config.Damage), for the plot;
 	// DamageUntimed counts the violations only the final tables show.
@@ -127,12 +130,15 @@ type Invariants struct {
 	EndedEarly      int `json:"ended_early"`
 	UncountedStarts int `json:"uncounted_starts"`
 	Misreported     int `json:"misreported"`
+	// Diverged: live cluster nodes whose copy of the tables differs
+	// from the others' (a cluster run's check, ClusterReport.Checks).
+	Diverged int `json:"diverged,omitempty"`
 }
 
 // Total returns the number of violations.
 func (v Invariants) Total() int {
 	return v.Lost + v.Duplicated + v.DoubleCounted + v.AuditMismatch + v.JobAttemptsBurned + v.LostClaims +
-		v.EndedEarly + v.UncountedStarts + v.Misreported
+		v.EndedEarly + v.UncountedStarts + v.Misreported + v.Diverged
 }
 
 // OutageReport is the run during its outages.
@@ -243,6 +249,9 @@ func (h *harness) finish(ctx context.Context) (*RunReport, error) {
 	r.Invariants = Invariants{Lost: chk.Lost, Duplicated: chk.Duplicated, DoubleCounted: chk.DoubleCounted,
 		AuditMismatch: chk.AuditMismatch, JobAttemptsBurned: chk.JobAttemptsBurned, LostClaims: lostClaims,
 		EndedEarly: chk.EndedEarly, UncountedStarts: chk.UncountedStarts, Misreported: chk.Misreported}
+	if err := h.clusterFinish(cctx, r); err != nil {
+		return nil, fmt.Errorf("check the cluster: %w", err)
+	}
 	r.OK = r.Invariants.Total() == 0 && !r.Interrupted
 	if cfg.Damage {
 		if r.Damage, r.DamageUntimed, err = h.damage(cctx); err != nil {
@@ -426,6 +435,7 @@ func (r *RunReport) WriteText(w io.Writer) {
 	r.writeShapes(w)
 	r.writeOutages(w)
 	r.writeSettlement(w)
+	r.writeCluster(w)
 	r.writeInvariants(w)
 }
 
@@ -526,6 +536,9 @@ func (r *RunReport) writeInvariants(w io.Writer) {
 		v.Lost, v.Duplicated, v.DoubleCounted, v.AuditMismatch, v.JobAttemptsBurned, v.LostClaims)
 	if n := v.EndedEarly + v.UncountedStarts + v.Misreported; n > 0 {
 		fmt.Fprintf(w, ", ended early %d, uncounted starts %d, misreported %d", v.EndedEarly, v.UncountedStarts, v.Misreported)
+	}
+	if v.Diverged > 0 {
+		fmt.Fprintf(w, ", cluster nodes disagreeing %d", v.Diverged)
 	}
 	fmt.Fprintln(w)
 	switch {

@@ -63,6 +63,8 @@ type harness struct {
 	stop   atomic.Bool
 	// verdicts records the commit verifier's verdicts; nil without one.
 	verdicts *recorder
+	// cluster is a cluster run's cluster (cluster.go); nil otherwise.
+	cluster *clusterRun
 
 	ops, okOps atomic.Int64
 	seriesDone atomic.Int64 // series a worker found at their MaxRuns
@@ -150,6 +152,12 @@ func run(ctx context.Context, cfg Config) (*RunReport, error) {
 	for i := range h.shapes {
 		h.shapes[i] = &shapeStats{faults: map[string]int{}, failedBy: map[string]int{}}
 	}
+	cl, err := startCluster(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.close()
+	h.cfg, h.cluster = cfg, cl // cfg with the throwaway cluster's DSN
 	tgt, err := openTarget(ctx, cfg, label)
 	if err != nil {
 		return nil, err
@@ -207,6 +215,7 @@ func run(ctx context.Context, cfg Config) (*RunReport, error) {
 	if cfg.Damage {
 		h.markDamage(h.ran)
 	}
+	h.clusterSettle()
 	return h.finish(ctx)
 }
 
@@ -333,6 +342,7 @@ func (h *harness) drive(ctx context.Context) (time.Duration, bool) {
 	return tickUntil(ctx, h.cfg.SampleEvery, h.cfg.Duration, h.elapsed, func() bool {
 		el := h.elapsed()
 		h.outageEdges(el)
+		h.clusterStep(el)
 		if rng != nil {
 			h.wireFaults(rng, el)
 		}
@@ -519,6 +529,7 @@ func (h *harness) done(sh shape, began time.Time, err error) {
 			w.recovered, w.recovery = true, el-w.until
 		}
 	}
+	h.clusterDone(b, el, err)
 	if err == nil {
 		h.okOps.Add(1)
 	}

@@ -45,6 +45,25 @@ uses a schema or database of its own and drops it), with wire faults through a p
 (tasks only); the proxy cannot see COMMITs inside TLS, so a run whose connections are
 encrypted is refused: add sslmode=disable (postgres) or tls=false (mysql), or --no-proxy.
 A DSN that looks like another engine's than --engine is refused.
+--processes N (tasks only): a fleet. N worker processes (this command re-executed) share
+the one database, each with --workers workers and its own policy, retry budget, fault plan
+and proxy, with seeds derived from --seed; the report shows each process and the fleet's
+totals (attempts per call overall and during the outage), and the invariants are checked
+once over the database against every process's ledger. A worker that fails fails the run,
+named; the workers stop with the parent. --scenario contention refuses --processes.
+--cluster galera: the tasks scenario on a MariaDB Galera cluster: with no --dsn, a
+throwaway 3-node cluster the run starts (and says how long that took), kills a node of
+(SIGKILL) at 25 % of the run and rejoins at 40 %; or your cluster, every node in the DSN:
+user@tcp(host1:3306,host2:3306,host3:3306)/db. --galera-routing sequential (default): every
+connection goes to one writer node and fails over to the next live one in order (the
+writer is the node killed); spread: connections start at each node in turn (multi-primary
+writes). Reads wait for the cluster (wsrep_sync_wait=1).
+--failover: the same on PostgreSQL: with no --dsn, a throwaway primary and synchronous
+standby, the primary stopped (-m immediate) at 40 % and the standby promoted; or your
+servers, a multi-host DSN with target_session_attrs=read-write. The commit verifier is
+the marker table (pg_xact_status cannot answer across a promote). Both report the events,
+the recovery after each (first call told OK, ok/s back to 80 %), mark them on --plot, and
+check the invariants on the surviving cluster (Galera: every live node must agree).
 On a terminal, progress is one line redrawn in place; piped, one line a second.
 Exit 0: every check held; 1: a check failed (in a run cut short too), but not the
 naive comparison run's violations, which --compare naive is there to show (the exit
@@ -78,6 +97,10 @@ func (o *outageFlags) Set(s string) error {
 // runChaos runs the command with its output redacted line by line: no line
 // it writes to stdout or stderr carries the --dsn password.
 func runChaos(ctx context.Context, env Env, args []string) int {
+	if os.Getenv(chaos.WorkerEnv) != "" {
+		// A fleet's worker process: the parent speaks on stdin and stdout.
+		return chaos.ServeWorker(ctx, os.Stdin, env.Stdout)
+	}
 	red := chaos.NewRedactor(dsnArg(args))
 	out := &redactWriter{w: env.Stdout, red: red}
 	errw := &redactWriter{w: env.Stderr, red: red}
@@ -176,7 +199,9 @@ func (o *chaosOpts) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.engine, "engine", "", engine.Help(chaos.Engines...)+" (default: from --dsn, else sqlite)")
 	fs.StringVar(&o.cfg.DSN, "dsn", "", "the database: a PostgreSQL URL or key=value DSN, a go-sql-driver MySQL DSN, or an SQLite file to create")
 	fs.DurationVar(&o.cfg.Duration, "duration", 20*time.Second, "how long the workload runs (contention: under each policy)")
-	fs.IntVar(&o.cfg.Workers, "workers", 8, "concurrent workers")
+	fs.IntVar(&o.cfg.Workers, "workers", 8, "concurrent workers (with --processes: in each process)")
+	fs.IntVar(&o.cfg.Processes, "processes", 1, fmt.Sprintf("tasks: run a fleet of N worker processes (this command again) on one database, "+
+		"each with its own policy, retry budget and proxy, as service replicas do; the checks run once over the database (1..%d)", chaos.MaxProcesses))
 	fs.Float64Var(&o.faultRate, "fault-rate", 0.02, "probability that a statement or COMMIT gets a fault, shared by the kinds that apply (0: none)")
 	fs.StringVar(&o.kinds, "faults", "", "limit the random faults to these kinds, comma-separated: before_send, after_exec, applied_reply_lost, commit_not_applied, commit_applied_reply_lost, server_error, hang (default: all)")
 	fs.Var(&o.outages, "outage", "an outage DURATION@OFFSET, such as 3s@8s; repeat for more, none for none (default: a few seconds in the middle)")
@@ -195,6 +220,9 @@ func (o *chaosOpts) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.cfg.Verifier, "verifier", chaos.VerifierAuto, "the commit verifier that settles an ambiguous COMMIT of a transaction without a Verify of its own: "+
 		"auto (postgres: pg_xact_status, then a marker table; mysql, sqlite: a marker table), xact (pg_xact_status; postgres only), marker, or none")
 	fs.BoolVar(&o.json, "json", false, "write one JSON document to standard output")
+	fs.StringVar(&o.cfg.Cluster, "cluster", "", "galera: run on a MariaDB Galera cluster: every node in --dsn, or with no --dsn a throwaway 3-node cluster, a node killed and rejoined")
+	fs.StringVar(&o.cfg.GaleraRouting, "galera-routing", "", "--cluster galera: sequential (default: every connection to one writer node, the next in order when it fails) or spread (each connection starts at the next node: multi-primary writes)")
+	fs.BoolVar(&o.cfg.Failover, "failover", false, "run on a PostgreSQL primary and standby: a multi-host --dsn with target_session_attrs=read-write, or with no --dsn a throwaway pair, the primary stopped and the standby promoted")
 }
 
 // Validate checks what only the command line can get wrong — a flag set to
@@ -206,7 +234,7 @@ func (o *chaosOpts) Validate() error {
 		flag string
 		bad  bool
 	}{
-		{"--duration", o.cfg.Duration == 0}, {"--workers", o.cfg.Workers == 0}, {"--seed", o.cfg.Seed == 0},
+		{"--duration", o.cfg.Duration == 0}, {"--workers", o.cfg.Workers == 0}, {"--processes", o.cfg.Processes == 0}, {"--seed", o.cfg.Seed == 0},
 		{"--base-delay", o.cfg.Policy.BaseDelay == 0}, {"--max-delay", o.cfg.Policy.MaxDelay == 0},
 		{"--command-timeout", o.cfg.Policy.CommandTimeout == 0},
 	}
@@ -226,8 +254,12 @@ func (o *chaosOpts) Validate() error {
 		return fmt.Errorf("--compare %q: the only comparison is naive", o.compare)
 	case o.compare != "" && o.naive:
 		return errors.New("--compare naive and --naive: choose one")
+	case o.compare != "" && (o.cfg.Cluster != "" || o.cfg.Failover):
+		return errors.New("--compare: a cluster run (--cluster, --failover) has no naive comparison")
 	case o.compare != "" && strings.EqualFold(o.scenario, string(chaos.ScenarioContention)):
 		return errors.New("--compare: the contention scenario compares its three policies itself")
+	case o.compare != "" && o.cfg.Processes > 1:
+		return errors.New("--compare naive runs in one process: drop --compare or --processes")
 	case o.set["hot-rows"] && o.cfg.HotRows == 0:
 		return errors.New("--hot-rows 0: must be positive")
 	case o.plot != "" && !strings.HasSuffix(strings.ToLower(o.plot), ".png") && !strings.HasSuffix(strings.ToLower(o.plot), ".svg"):
@@ -294,6 +326,7 @@ func chaosMain(ctx context.Context, env Env, tty display, args []string) int {
 func runTasks(ctx context.Context, env Env, tty display, o *chaosOpts, red *chaos.Redactor, removePlot func()) int {
 	prog := newProgress(env.Stderr, tty)
 	o.cfg.Progress = prog.Update
+	o.cfg.Notify = func(msg string) { fmt.Fprintln(env.Stderr, "chaos: "+msg) }
 	ours, err := chaos.Run(ctx, o.cfg)
 	var naive *chaos.RunReport
 	if err == nil && o.compare == "naive" && !ours.Interrupted {

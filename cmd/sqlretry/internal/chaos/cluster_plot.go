@@ -1,0 +1,49 @@
+package chaos
+
+import (
+	"image/color"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// eventColours are the cluster events' time lines on the plot.
+var eventColours = map[string]color.Color{
+	EventNodeLoss:       color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	EventPrimaryStopped: color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	EventRejoin:         color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	EventPromote:        color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+}
+
+// eventLegends are the events' names in the plot's legend.
+var eventLegends = map[string]string{
+	EventNodeLoss: "node killed", EventRejoin: "node rejoined", EventPrimaryStopped: "primary stopped", EventPromote: "standby promoted",
+}
+
+// markEvents draws a cluster run's events as vertical lines up to ymax,
+// one legend entry per kind.
+func markEvents(p *plot.Plot, r *RunReport, ymax float64) {
+	if r.Cluster == nil {
+		return
+	}
+	seen := map[string]bool{}
+	for _, e := range r.Cluster.Events {
+		if e.Err != "" {
+			continue
+		}
+		x := float64(e.AtMS) / 1000
+		l, err := plotter.NewLine(plotter.XYs{{X: x, Y: 0}, {X: x, Y: ymax}})
+		if err != nil {
+			continue
+		}
+		l.Color = eventColours[e.Kind]
+		l.Width = vg.Points(1.5)
+		l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+		p.Add(l)
+		if !seen[e.Kind] {
+			seen[e.Kind] = true
+			p.Legend.Add(eventLegends[e.Kind], l)
+		}
+	}
+}
