@@ -260,6 +260,12 @@ type Config struct {
 	// Notify, if set, is told what a cluster run does before its workload
 	// starts (starting the throwaway cluster takes seconds).
 	Notify func(string)
+	// Processes, in the tasks scenario, runs the workload as a fleet: that
+	// many worker processes (the command itself, see [ServeWorker]) on one
+	// shared database, each with Workers workers and a policy, a retry
+	// budget and a fault plan of its own; the parent checks the invariants
+	// once over the database. 0 or 1: one process, this one.
+	Processes int
 }
 
 // WithDefaults returns c with every zero field that has a default set to it.
@@ -320,6 +326,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.validateCluster(); err != nil {
+		return err
+	}
+	if err := c.validateFleet(); err != nil {
 		return err
 	}
 	switch {

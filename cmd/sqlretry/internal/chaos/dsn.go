@@ -196,6 +196,9 @@ type target struct {
 	// settings are the engine settings the run applied, as lines for the
 	// report: "busy_timeout 500ms".
 	settings []string
+	// name is the run's own database: the SQLite file, the PostgreSQL
+	// schema or the MySQL database (a fleet's workers open it by name).
+	name string
 	// clusterDB is a Galera run's database, for the check of each node.
 	clusterDB string
 }
@@ -263,6 +266,7 @@ func (t *target) openSQLite(c Config, label string) error {
 			}
 		})
 	}
+	t.name = path
 	dsn := sqliteDSN(path)
 	if c.Scenario == ScenarioContention {
 		var setting string
@@ -338,6 +342,7 @@ func (t *target) openPostgres(ctx context.Context, c Config, label string) error
 		return inputErr("--dsn", err)
 	}
 	schema := "sqlretry_chaos_" + label + "_" + randomSuffix()
+	t.name = schema
 	if err := t.scratch(ctx, stdlib.OpenDB(*cfg.Copy()), "PostgreSQL", "schema", schema, " CASCADE"); err != nil {
 		return err
 	}
@@ -401,6 +406,7 @@ func (t *target) openMySQL(ctx context.Context, c Config, label string) error {
 		return inputErr("--dsn", err)
 	}
 	dbName := "sqlretry_chaos_" + label + "_" + randomSuffix()
+	t.name = dbName
 	if err := t.scratch(ctx, sql.OpenDB(ac), "MySQL", "database", dbName, ""); err != nil {
 		return err
 	}

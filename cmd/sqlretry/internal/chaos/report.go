@@ -53,6 +53,9 @@ type RunReport struct {
 	Interrupted bool     `json:"interrupted"`
 	Problems    []string `json:"problems,omitempty"`
 	OK          bool     `json:"ok"`
+	// Fleet is the run's processes, when it ran as a fleet
+	// (Config.Processes > 1): every other figure is the fleet's total.
+	Fleet *FleetReport `json:"fleet,omitempty"`
 	// Cluster is a cluster run's cluster, events and recoveries
 	// (Config.Cluster, Config.Failover).
 	Cluster *ClusterReport `json:"cluster,omitempty"`
@@ -431,6 +434,7 @@ func (r *RunReport) WriteText(w io.Writer) {
 		r.Operations, r.OpsPerSec, r.Retries, r.BudgetExhausted, r.Latency.P50MS, r.Latency.P99MS)
 	fmt.Fprintf(w, "%d recurring tasks ran all %d of their runs (the checks for a run counted twice or a series ended early need some)\n\n",
 		r.SeriesCompleted, r.SeriesMaxRuns)
+	r.writeFleet(w)
 	r.writeFaults(w)
 	r.writeShapes(w)
 	r.writeOutages(w)

@@ -129,7 +129,11 @@ func Run(ctx context.Context, cfg Config) (*RunReport, error) {
 	if cfg.WithDefaults().Scenario != ScenarioTasks {
 		return nil, inputErr("--scenario", fmt.Errorf("Run runs the %s scenario; %s is RunContention's", ScenarioTasks, cfg.Scenario))
 	}
-	r, err := run(ctx, cfg.WithDefaults())
+	runner := run
+	if cfg.Processes > 1 {
+		runner = runFleet
+	}
+	r, err := runner(ctx, cfg.WithDefaults())
 	if err != nil && ctx.Err() != nil {
 		// Setting up failed because the run was interrupted (Ctrl-C
 		// during the connect or the migration): not a database problem.

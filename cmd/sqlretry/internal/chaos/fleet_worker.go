@@ -1,0 +1,290 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/sqlretry/sqlretry/cmd/sqlretry/internal/engine"
+	"github.com/sqlretry/sqlretry/faults"
+	"github.com/sqlretry/sqlretry/faults/proxy"
+	"github.com/sqlretry/sqlretry/taskstore"
+)
+
+// ServeWorker runs one worker process of a fleet ([Config.Processes]): it
+// reads its spec from in, sets up, says it is ready, waits for the
+// parent's go, runs the tasks workload against the parent's database with
+// a policy, a retry budget, a fault plan and a wire proxy of its own, and
+// writes its result to out. The end of in stops it early: the parent was
+// interrupted or died, so a worker never outlives its parent by more than
+// an operation. It returns the process's exit code: 0 when it wrote a
+// result (an interrupted run's too), 1 when it could not.
+func ServeWorker(ctx context.Context, in io.Reader, out io.Writer) int {
+	enc := &workerEncoder{enc: json.NewEncoder(out)}
+	rd := bufio.NewReader(in)
+	var spec workerSpec
+	line, err := rd.ReadBytes('\n')
+	if err == nil {
+		err = json.Unmarshal(line, &spec)
+	}
+	if err != nil {
+		_ = enc.send(workerMsg{Error: fmt.Sprintf("read the worker's spec from standard input: %v", err)})
+		return 1
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start := make(chan struct{})
+	go func() {
+		// "go" starts the workload; the end of the input (or anything
+		// else) stops it.
+		l, err := rd.ReadString('\n')
+		if err == nil && strings.TrimSpace(l) == goLine {
+			close(start)
+			_, _ = io.Copy(io.Discard, rd)
+		}
+		cancel()
+	}()
+	res, err := runWorker(ctx, spec, start, enc)
+	if err != nil {
+		msg := workerMsg{Error: err.Error(), Interrupted: errors.Is(err, ErrInterrupted)}
+		var ie *InputError
+		if errors.As(err, &ie) {
+			msg.InputWhat, msg.Error = ie.What, ie.Err.Error()
+		}
+		_ = enc.send(msg)
+		return 1
+	}
+	if err := enc.send(workerMsg{Result: res}); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// workerEncoder writes a worker's messages, one at a time.
+type workerEncoder struct {
+	mu  sync.Mutex
+	enc *json.Encoder
+}
+
+func (e *workerEncoder) send(m workerMsg) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.enc.Encode(m)
+}
+
+// runWorker is [run] for one process of a fleet: the shared database, not
+// a fresh one; worker ids from spec.FirstWorker; the workload starts when
+// start is closed; samples go to the parent; and the result is the
+// process's half of the report, the invariants left to the parent.
+func runWorker(ctx context.Context, spec workerSpec, start <-chan struct{}, enc *workerEncoder) (*workerResult, error) {
+	cfg := spec.config()
+	cfg.Progress = func(s Sample) { _ = enc.send(workerMsg{Sample: &s}) }
+	h := &harness{cfg: cfg, label: "ours", claimed: map[string]string{}, ledger: taskstore.NewLedger()}
+	for i := range h.shapes {
+		h.shapes[i] = &shapeStats{faults: map[string]int{}, failedBy: map[string]int{}}
+	}
+	tgt, err := openShared(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	defer tgt.close()
+	h.tgt = tgt
+	h.plan, err = faults.NewPlan(faults.Config{Rules: h.rules(), Seed: cfg.Seed, Now: func() time.Time { return epoch.Add(h.elapsed()) }})
+	if err != nil {
+		return nil, err
+	}
+	h.plan.Disable()
+	h.db = sql.OpenDB(faults.Connector(tgt.inner, h.plan))
+	defer h.db.Close()
+	h.db.SetMaxOpenConns(cfg.Workers + 4)
+	h.db.SetMaxIdleConns(cfg.Workers + 4)
+
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	// The parent migrated; this Migrate finds the tables there and only
+	// checks, through the proxy, that the connections are not encrypted.
+	if err := h.openStores(sctx); err != nil {
+		return nil, err
+	}
+	workers := make([]*worker, cfg.Workers)
+	for i := range workers {
+		if workers[i], err = h.newWorker(sctx, spec.FirstWorker+i); err != nil {
+			return nil, fmt.Errorf("set up worker %d: %w", spec.FirstWorker+i, err)
+		}
+	}
+	for _, o := range cfg.Outages {
+		h.windows = append(h.windows, window{Outage: o, from: o.Offset, until: o.Offset + o.Length})
+	}
+	if err := enc.send(workerMsg{Ready: true}); err != nil {
+		return nil, err
+	}
+	select {
+	case <-start:
+	case <-ctx.Done():
+		// A stop right after the go (the parent interrupted as the run
+		// began) finds both ready, and select picks either: a worker given
+		// the go runs, if only for an instant, and reports.
+		select {
+		case <-start:
+		default:
+			return nil, ErrInterrupted
+		}
+	}
+
+	h.start = cfg.Now()
+	h.started.Store(true)
+	h.plan.Enable()
+	var wg sync.WaitGroup
+	for _, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.loop(ctx)
+		}()
+	}
+	h.ran, h.interrupted = h.drive(ctx)
+	h.stop.Store(true)
+	wg.Wait()
+	h.plan.Disable()
+	if tgt.proxy != nil {
+		_ = tgt.proxy.SetFault(proxy.Fault{Mode: proxy.Pass})
+	}
+	h.sample() // the final state
+	res := h.workerResult()
+	res.Index = spec.Index
+	return res, nil
+}
+
+// workerResult is [harness.finish] without the checks: the process's
+// report and the material for the parent's.
+func (h *harness) workerResult() *workerResult {
+	cfg := h.cfg
+	st := h.pol.Stats()
+	r := &RunReport{
+		Scenario: string(ScenarioTasks), Engine: cfg.Engine.String(), Mode: "sqlretry", Seed: cfg.Seed,
+		DurationMS: h.ran.Milliseconds(), PlannedMS: cfg.Duration.Milliseconds(),
+		Workers: cfg.Workers, FaultRate: cfg.FaultRate, Policy: policyReport(cfg),
+		Operations: int(h.ops.Load()), Faults: map[string]int{}, Shapes: map[string]ShapeReport{},
+		Retries: st.Retries, SeriesCompleted: h.seriesDone.Load(), SeriesMaxRuns: seriesRuns, BudgetExhausted: st.BudgetExhausted,
+		Interrupted: h.interrupted,
+	}
+	r.OpsPerSec = math.Round(float64(r.Operations)/max(h.ran, time.Millisecond).Seconds()*10) / 10
+	counts := h.plan.Counts()
+	for _, k := range reportedKinds {
+		r.Faults[string(k)] = counts.Faults[k]
+	}
+	if n := counts.Faults[faults.Latency]; n > 0 {
+		r.Faults[string(faults.Latency)] = n
+	}
+	h.reportShapes(r)
+	h.reportOutages(r, counts)
+	r.Settlement = h.verdicts.settlement(cfg, tasksSettlementNote)
+	res := &workerResult{PID: os.Getpid(), Report: r, Calls: st.Calls, Attempts: st.Attempts,
+		Entries: h.ledger.Entries(), Starts: h.ledger.Starts(), Claimed: map[string]string{}}
+	for i, s := range h.shapes {
+		s.mu.Lock()
+		res.Latencies[i] = append([]time.Duration(nil), s.latencies...)
+		s.mu.Unlock()
+	}
+	h.mu.Lock()
+	for tok, id := range h.claimed {
+		res.Claimed[tok] = id
+	}
+	h.mu.Unlock()
+	return res
+}
+
+// openShared opens the parent's database for one worker process: the
+// SQLite file, or the schema (PostgreSQL) or database (MySQL) it created,
+// through a wire proxy of the process's own unless spec.NoProxy, as each
+// replica of a service has its own connections to the server.
+func openShared(ctx context.Context, spec workerSpec) (*target, error) {
+	t := &target{name: spec.Name}
+	var err error
+	switch spec.Engine {
+	case engine.Postgres:
+		err = t.sharedPostgres(spec)
+	case engine.MySQL:
+		err = t.sharedMySQL(spec)
+	default:
+		err = t.sharedSQLite(spec)
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		t.close()
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *target) sharedSQLite(spec workerSpec) error {
+	dsn := sqliteDSN(spec.Name)
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return inputErr("--dsn", err)
+	}
+	d := db.Driver()
+	_ = db.Close()
+	if dc, ok := d.(driver.DriverContext); ok {
+		t.inner, err = dc.OpenConnector(dsn)
+		return err
+	}
+	t.inner = dsnConnector{d: d, dsn: dsn}
+	return nil
+}
+
+func (t *target) sharedPostgres(spec workerSpec) error {
+	cfg, err := pgx.ParseConfig(spec.DSN)
+	if err != nil {
+		return inputErr("--dsn", err)
+	}
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	cfg.RuntimeParams["search_path"] = spec.Name
+	if !spec.NoProxy {
+		if err := t.startProxy(net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), proxy.ProtocolPostgres); err != nil {
+			return err
+		}
+		host, port, _ := net.SplitHostPort(t.proxy.Addr())
+		p, _ := strconv.Atoi(port)
+		cfg.Host, cfg.Port, cfg.Fallbacks = host, uint16(p), nil
+	}
+	t.inner = stdlib.GetConnector(*cfg)
+	return nil
+}
+
+func (t *target) sharedMySQL(spec workerSpec) error {
+	cfg, err := gomysql.ParseDSN(spec.DSN)
+	if err != nil {
+		return inputErr("--dsn", err)
+	}
+	cfg.DBName = spec.Name
+	cfg.Logger = &gomysql.NopLogger{} // the report counts broken connections
+	if !spec.NoProxy {
+		if err := t.startProxy(cfg.Addr, proxy.ProtocolMySQL); err != nil {
+			return err
+		}
+		cfg.Addr = t.proxy.Addr()
+	}
+	t.inner, err = gomysql.NewConnector(cfg)
+	return err
+}
