@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
+
 	"github.com/sqlretry/sqlretry/cmd/sqlretry/internal/engine"
 	"github.com/sqlretry/sqlretry/internal/dbtest"
 	"github.com/sqlretry/sqlretry/taskstore"
@@ -40,13 +42,14 @@ const (
 // Event kinds of a cluster run.
 const (
 	EventNodeLoss       = "node_loss"       // a Galera node was killed (SIGKILL), or stopped answering
+	EventRestart        = "restart"         // the killed node was started again, once the others had dropped it
 	EventRejoin         = "rejoin"          // the node is back, Synced, in a cluster of three
 	EventPrimaryStopped = "primary_stopped" // the PostgreSQL primary was stopped (-m immediate)
 	EventPromote        = "promote"         // the standby was promoted and accepts writes
 )
 
 var eventTitles = map[string]string{
-	EventNodeLoss: "killed (SIGKILL)", EventRejoin: "rejoined (Synced)",
+	EventNodeLoss: "killed (SIGKILL)", EventRestart: "started again (joining: state transfer from a donor)", EventRejoin: "rejoined (Synced)",
 	EventPrimaryStopped: "stopped (-m immediate)", EventPromote: "promoted",
 }
 
@@ -195,6 +198,7 @@ type clusterRun struct {
 	killed      bool
 	rejoinBegun bool
 	stopped     bool
+	watching    bool
 	checks      []NodeCheck
 	wg          sync.WaitGroup // the event actions under way
 }
@@ -242,6 +246,9 @@ func startCluster(cfg *Config) (*clusterRun, error) {
 			cfg.DSN = cl.replica.MultiHostDSN()
 			return
 		}
+		// The driver logs each connection a killed node breaks, dbtest's
+		// status polls included; the report counts what matters.
+		_ = gomysql.SetLogger(&gomysql.NopLogger{})
 		cl.galera = dbtest.StartGalera(cl.host)
 		var addrs []string
 		for _, n := range cl.galera.Nodes {
@@ -285,12 +292,20 @@ func (cl *clusterRun) close() {
 // when it has happened.
 func (h *harness) clusterStep(el time.Duration) {
 	cl := h.cluster
-	if cl == nil || cl.host == nil {
+	if cl == nil {
 		return
 	}
 	d := h.cfg.Duration
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if cl.host == nil {
+		// The user's cluster: the run watches it, and does nothing to it.
+		if !cl.watching {
+			cl.watching = true
+			h.watchCluster()
+		}
+		return
+	}
 	at := func(f float64) bool { return el >= time.Duration(float64(d)*f) }
 	switch {
 	case cl.galera != nil && !cl.killed && at(galeraKillAt):
@@ -298,7 +313,7 @@ func (h *harness) clusterStep(el time.Duration) {
 		cl.act(func() (string, error) { return EventNodeLoss, cl.galera.Kill(cl.victim) }, h)
 	case cl.galera != nil && cl.killed && !cl.rejoinBegun && at(galeraRejoinAt):
 		cl.rejoinBegun = true
-		cl.act(func() (string, error) { return EventRejoin, cl.galera.Rejoin(cl.victim) }, h)
+		cl.act(func() (string, error) { return EventRejoin, cl.rejoin(h) }, h)
 	case cl.replica != nil && !cl.stopped && at(failoverStopAt):
 		cl.stopped = true
 		cl.act(func() (string, error) {
@@ -311,6 +326,22 @@ func (h *harness) clusterStep(el time.Duration) {
 			return EventPromote, cl.replica.Promote(ctx)
 		}, h)
 	}
+}
+
+// rejoin starts the killed node again once the others have dropped it
+// from their view ([dbtest.Galera.Rejoin], with the restart recorded: the
+// state transfer that follows can block the donor, and the plot shows
+// why), and waits until it is back, Synced.
+func (cl *clusterRun) rejoin(h *harness) error {
+	for j := range cl.galera.Nodes {
+		if j != cl.victim {
+			if err := cl.galera.WaitSynced(j, len(cl.nodes)-1); err != nil {
+				return fmt.Errorf("node %d never dropped the killed node: %w", j, err)
+			}
+		}
+	}
+	h.addEvent(EventRestart, cl.nodes[cl.victim], nil)
+	return cl.galera.RejoinNow(cl.victim)
 }
 
 // act runs f on a goroutine and records its event when f returns.
@@ -404,7 +435,8 @@ func (h *harness) clusterFinish(ctx context.Context, r *RunReport) error {
 		return err
 	}
 	if cl.host == nil {
-		cr.Note = "your cluster: the run injected no node loss or promote; kill or fail over a node yourself while it runs"
+		cr.Note = "your cluster: the run injected no node loss or promote; the events are what it saw (each node asked every " +
+			watchEvery.String() + "): kill or fail over a node yourself while it runs"
 	}
 	h.mu.Lock()
 	for _, e := range cl.events {

@@ -13,12 +13,14 @@ var eventColours = map[string]color.Color{
 	EventNodeLoss:       color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
 	EventPrimaryStopped: color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
 	EventRejoin:         color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	EventRestart:        color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
+	EventPrimaryLost:    color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
 	EventPromote:        color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
 }
 
 // eventLegends are the events' names in the plot's legend.
 var eventLegends = map[string]string{
-	EventNodeLoss: "node killed", EventRejoin: "node rejoined", EventPrimaryStopped: "primary stopped", EventPromote: "standby promoted",
+	EventNodeLoss: "node killed", EventRestart: "node restarted (state transfer)", EventRejoin: "node rejoined", EventPrimaryLost: "primary lost", EventPrimaryStopped: "primary stopped", EventPromote: "standby promoted",
 }
 
 // markEvents draws a cluster run's events as vertical lines up to ymax,

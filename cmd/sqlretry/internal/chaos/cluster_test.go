@@ -73,8 +73,8 @@ func TestClusterGaleraKillRejoin(t *testing.T) {
 			t.Fatalf("seed %d: invariants broken on the cluster:\n%s", seed, text.String())
 		}
 		kinds := eventsOf(t, r)
-		if strings.Join(kinds, ",") != EventNodeLoss+","+EventRejoin {
-			t.Errorf("seed %d: events %v, want a node loss then a rejoin", seed, kinds)
+		if strings.Join(kinds, ",") != EventNodeLoss+","+EventRestart+","+EventRejoin {
+			t.Errorf("seed %d: events %v, want a node loss, its restart, then a rejoin", seed, kinds)
 		}
 		if len(r.Cluster.Checks) != 3 {
 			t.Fatalf("seed %d: %d nodes checked, want 3", seed, len(r.Cluster.Checks))
@@ -249,5 +249,82 @@ func TestClusterValidate(t *testing.T) {
 		if err := ok.Validate(); err != nil {
 			t.Errorf("%+v: %v", ok, err)
 		}
+	}
+}
+
+// TestClusterWatchUserFailover runs chaos on a primary and standby it did
+// not start (the user's), while the test stops the primary and promotes
+// the standby: the run must see both, and hold every invariant.
+func TestClusterWatchUserFailover(t *testing.T) {
+	needCluster(t, dbtest.PostgresAvailable())
+	rep := dbtest.StartPostgresReplica(t, dbtest.ReplicaOptions{Sync: true,
+		Settings: map[string]string{"wal_retrieve_retry_interval": "200ms"}})
+	done := make(chan error, 1)
+	go func() {
+		time.Sleep(2 * time.Second)
+		if err := rep.Primary.StopImmediate(); err != nil {
+			done <- err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		done <- rep.Promote(ctx)
+	}()
+	r, err := Run(context.Background(), Config{Failover: true, DSN: rep.MultiHostDSN(), Duration: 6 * time.Second, Seed: 2})
+	if ferr := <-done; ferr != nil {
+		t.Fatalf("failover: %v", ferr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	r.WriteText(&text)
+	if !r.OK || r.Cluster == nil || r.Cluster.Throwaway {
+		t.Fatalf("the run on the user's servers:\n%s", text.String())
+	}
+	if kinds := eventsOf(t, r); strings.Join(kinds, ",") != EventPrimaryLost+","+EventPromote {
+		t.Errorf("events seen %v, want the primary lost then the standby promoted:\n%s", kinds, text.String())
+	}
+}
+
+// TestClusterWatchUserGalera runs chaos on a Galera cluster it did not
+// start, while the test kills a node: the run must see the node loss,
+// hold every invariant and find the two live nodes in agreement.
+func TestClusterWatchUserGalera(t *testing.T) {
+	needCluster(t, dbtest.GaleraAvailable())
+	g := dbtest.StartGalera(t)
+	var addrs []string
+	for _, n := range g.Nodes {
+		addrs = append(addrs, n.Addr())
+	}
+	done := make(chan error, 1)
+	go func() {
+		time.Sleep(2 * time.Second)
+		done <- g.Kill(0)
+	}()
+	dsn := "root@tcp(" + strings.Join(addrs, ",") + ")/test?parseTime=true"
+	r, err := Run(context.Background(), Config{Cluster: ClusterGalera, DSN: dsn, Duration: 8 * time.Second, Seed: 2})
+	if kerr := <-done; kerr != nil {
+		t.Fatalf("kill: %v", kerr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	r.WriteText(&text)
+	if !r.OK || r.Cluster.Throwaway {
+		t.Fatalf("the run on the user's cluster:\n%s", text.String())
+	}
+	if kinds := eventsOf(t, r); len(kinds) != 1 || kinds[0] != EventNodeLoss || r.Cluster.Events[0].Node != addrs[0] {
+		t.Errorf("events seen %+v, want node %s lost:\n%s", r.Cluster.Events, addrs[0], text.String())
+	}
+	agree := 0
+	for _, c := range r.Cluster.Checks {
+		if c.Checksum != "" && c.Agrees {
+			agree++
+		}
+	}
+	if agree != 2 {
+		t.Errorf("%d live nodes agree, want 2: %+v", agree, r.Cluster.Checks)
 	}
 }

@@ -20,9 +20,7 @@ func validateFailoverDSN(dsn string) error {
 	if err != nil {
 		return inputErr("--dsn", err)
 	}
-	// pgx's fallbacks include the same host again without TLS
-	// (sslmode=prefer): count the distinct hosts.
-	if hosts := failoverHosts(dsn); len(slices.Compact(slices.Sorted(slices.Values(hosts)))) < 2 {
+	if len(failoverHosts(dsn)) < 2 {
 		return inputErr("--dsn", errors.New("--failover needs a multi-host DSN naming the primary and its standbys: "+
 			"postgres://user@host1:5432,host2:5432/db?target_session_attrs=read-write"))
 	}
@@ -44,7 +42,10 @@ func failoverHosts(dsn string) []string {
 	}
 	out := []string{net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))}
 	for _, f := range cfg.Fallbacks {
-		out = append(out, net.JoinHostPort(f.Host, strconv.Itoa(int(f.Port))))
+		// sslmode=prefer repeats each host without TLS.
+		if hp := net.JoinHostPort(f.Host, strconv.Itoa(int(f.Port))); !slices.Contains(out, hp) {
+			out = append(out, hp)
+		}
 	}
 	return out
 }
