@@ -96,17 +96,20 @@ func isIdent(s string) bool {
 // statements are a verifier's SQL for one table.
 type statements struct {
 	insert string // args: key, created_at, tombstone
-	lookup string // args: key; one row with the tombstone flag, or none
-	prune  string // args: cutoff, limit
-	ddl    []string
+	// inlineInsert is insert up to the key's opening quote, for InlineMark.
+	inlineInsert string
+	lookup       string // args: key; one row with the tombstone flag, or none
+	prune        string // args: cutoff, limit
+	ddl          []string
 }
 
 func (d *Dialect) statements(t Name) statements {
 	p := d.Param
 	return statements{
-		insert: "INSERT INTO " + t.String() + " (mark_key, created_at, tombstone) VALUES (" + p(1) + ", " + p(2) + ", " + p(3) + ")",
-		lookup: "SELECT tombstone FROM " + t.String() + " WHERE mark_key = " + p(1),
-		prune:  d.Prune(t.String(), p(1), p(2)),
-		ddl:    d.DDL(t, t.Table+"_created_at"),
+		insert:       "INSERT INTO " + t.String() + " (mark_key, created_at, tombstone) VALUES (" + p(1) + ", " + p(2) + ", " + p(3) + ")",
+		inlineInsert: "INSERT INTO " + t.String() + " (mark_key, created_at, tombstone) VALUES ('",
+		lookup:       "SELECT tombstone FROM " + t.String() + " WHERE mark_key = " + p(1),
+		prune:        d.Prune(t.String(), p(1), p(2)),
+		ddl:          d.DDL(t, t.Table+"_created_at"),
 	}
 }

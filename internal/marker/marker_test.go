@@ -108,3 +108,23 @@ func TestInFlightError(t *testing.T) {
 		t.Errorf("got %v: want it to match ErrInFlight and the last error, with a verdict that is not retryable", err)
 	}
 }
+
+// TestInlineMark: the INSERT with its values written in, and a seam's key
+// that is not one refused rather than written into SQL.
+func TestInlineMark(t *testing.T) {
+	key := "0123456789abcdef0123456789abcdef"
+	v, err := New(&testDialect, Config{Table: "ops.marks", Now: func() time.Time { return time.Unix(1700000000, 0) },
+		NewKey: func() string { return key }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotKey, stmt, err := v.InlineMark("; COMMIT")
+	want := "INSERT INTO ops.marks (mark_key, created_at, tombstone) VALUES ('" + key + "', 1700000000, 0); COMMIT"
+	if err != nil || gotKey != key || stmt != want {
+		t.Fatalf("InlineMark() = %q, %q, %v; want %q, %q", gotKey, stmt, err, key, want)
+	}
+	key = "x'); DROP TABLE t; --"
+	if _, stmt, err := v.InlineMark(""); err == nil || stmt != "" {
+		t.Fatalf("a bad key: %q, %v; want an error", stmt, err)
+	}
+}

@@ -1,0 +1,32 @@
+package marker
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+)
+
+// InlineMark returns a new key and the INSERT that marks a transaction with
+// it, the values written into the text, followed by then: for a layer that
+// sends the mark in one message with COMMIT (pgxretry sends "INSERT ...;
+// COMMIT" as one simple-protocol query), where the key must be known before
+// any reply and no parameter can travel. Writing the values in is safe: the
+// key is 32 hex digits (checked), created_at an integer, and the table name
+// was parsed as identifiers. One allocation besides the key's.
+func (v *Verifier) InlineMark(then string) (key, stmt string, err error) {
+	key = v.newKey()
+	if !isKey(key) {
+		// Only a test seam can do this: never write such a key into SQL.
+		return "", "", errors.New(v.name + ": NewKey returned " + strconv.Quote(key) + ", not a marker key")
+	}
+	var b strings.Builder
+	b.Grow(len(v.stmt.inlineInsert) + len(key) + 32 + len(then))
+	b.WriteString(v.stmt.inlineInsert)
+	b.WriteString(key)
+	b.WriteString("', ")
+	var num [20]byte
+	b.Write(strconv.AppendInt(num[:0], v.now().Unix(), 10))
+	b.WriteString(", 0)")
+	b.WriteString(then)
+	return key, b.String(), nil
+}
