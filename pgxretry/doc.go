@@ -56,7 +56,9 @@
 // sent, and settles a COMMIT of unknown outcome by the Op's Verify (after
 // fencing the failed session) or by pg_xact_status (the transaction's id,
 // marked with the server's timeline and start, is asked on another
-// connection; a changed history is never answered). Errors keep pgx's
+// connection; a changed history is never answered), or, with [WithMarker],
+// by a marker row sent in the same message as COMMIT, which costs no round
+// trip and survives a failover. Errors keep pgx's
 // *pgconn.PgError in their chain for errors.As. Begin and BeginTx return
 // pgx's own transaction: BEGIN is retried, the statements in it are not.
 //

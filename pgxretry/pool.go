@@ -18,12 +18,17 @@ import (
 type Pool struct {
 	pool *pgxpool.Pool
 	p    *sqlretry.Policy
+	mk   *markerState // WithMarker's verifier, or nil: pg_xact_status
 }
 
 // New returns pool under p. p's Classifier should be postgres.Classifier.
-// pool stays the caller's: [Pool.Close] closes it.
-func New(pool *pgxpool.Pool, p *sqlretry.Policy) *Pool {
-	return &Pool{pool: pool, p: p}
+// pool stays the caller's: [Pool.Close] closes it. opts: [WithMarker].
+func New(pool *pgxpool.Pool, p *sqlretry.Policy, opts ...Option) *Pool {
+	w := &Pool{pool: pool, p: p}
+	for _, o := range opts {
+		o(w)
+	}
+	return w
 }
 
 // The Ops of statements without an attached Op. Each is a Write without a
@@ -91,8 +96,13 @@ func (w *Pool) Raw() *pgxpool.Pool { return w.pool }
 // Policy returns the Policy the pool's calls run under.
 func (w *Pool) Policy() *sqlretry.Policy { return w.p }
 
-// Close closes the pool underneath.
-func (w *Pool) Close() { w.pool.Close() }
+// Close closes the pool underneath (and WithMarker's *sql.DB over it).
+func (w *Pool) Close() {
+	if w.mk != nil {
+		w.mk.close()
+	}
+	w.pool.Close()
+}
 
 // Stat returns the pool's statistics.
 func (w *Pool) Stat() *pgxpool.Stat { return w.pool.Stat() }

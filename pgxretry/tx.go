@@ -22,7 +22,9 @@ import (
 // left, the session ended in reply to it) is never replayed blindly unless
 // op is Idempotent. It is settled by op's Verify, called once the failed
 // session was ended on the server and confirmed gone; for a Write Op
-// without a Verify, by pg_xact_status: the transaction's id is taken just
+// without a Verify, on a Pool made [WithMarker], by a marker row inserted
+// in the same message as COMMIT (no extra round trip; see WithMarker);
+// otherwise by pg_xact_status: the transaction's id is taken just
 // before COMMIT (one more round trip) and marked with the server's history
 // (timeline, postmaster start, crash recovery), and after an unknown
 // COMMIT another connection asks whether that id committed — never across
@@ -49,7 +51,10 @@ func (w *Pool) RunTx(ctx context.Context, op sqlretry.Op, opts pgx.TxOptions, fn
 	if op.IsIdempotent() {
 		return w.p.Do(ctx, sqlretry.Idempotent(op.Name), t.attempt)
 	}
-	t.marking = t.userVerify == nil
+	t.marking = t.userVerify == nil && w.mk == nil
+	// A read-only transaction applies nothing, and could not insert a
+	// marker: its COMMIT is not marked.
+	t.pipelined = t.userVerify == nil && w.mk != nil && opts.AccessMode != pgx.ReadOnly
 	// The verify waits out the attempt itself: a user's Verify reads after
 	// the session was fenced, and pg_xact_status answers "aborted" only of
 	// a transaction that can no longer commit.
@@ -99,11 +104,12 @@ type txRun struct {
 	fn         func(ctx context.Context, tx pgx.Tx) error
 	userVerify sqlretry.VerifyFunc
 	marking    bool      // settle an unknown COMMIT by pg_xact_status
+	pipelined  bool      // settle it by the marker sent with COMMIT (WithMarker)
 	marked     markedCtx // the caller's context, marked
 
 	stage   txStage
 	pid     uint32 // the attempt's backend, fenced before a user's Verify reads
-	mark    string // "xid@history", taken just before COMMIT
+	mark    string // "xid@history", taken just before COMMIT; or the marker key
 	hasMark bool
 	tainted bool // fn ended the transaction itself: part of it may have committed
 }
@@ -111,6 +117,11 @@ type txRun struct {
 // attempt runs the transaction once, on a connection of its own.
 func (t *txRun) attempt(actx context.Context) error {
 	t.stage, t.pid, t.mark, t.hasMark, t.tainted = stageBegin, 0, "", false, false
+	if t.pipelined {
+		if err := t.w.mk.beforeTx(actx); err != nil {
+			return t.failed(err) // no transaction yet: nothing applied
+		}
+	}
 	c, err := t.w.pool.Acquire(actx)
 	if err != nil {
 		return t.w.acquireFailed(t.caller, err)
@@ -130,6 +141,10 @@ func (t *txRun) attempt(actx context.Context) error {
 		return t.failed(err)
 	}
 	t.stage = stageCommit
+	if t.pipelined && c.Conn().PgConn().TxStatus() == 'T' {
+		// (A failed transaction, 'E', takes tx.Commit's path: ROLLBACK.)
+		return t.commitMarked(actx, c, tx, t.w.mk.v)
+	}
 	if err := tx.Commit(actx); err != nil {
 		return t.commitFailed(c, err)
 	}
@@ -215,6 +230,8 @@ func (t *txRun) verify(ctx context.Context) (bool, error) {
 			return false, err
 		}
 		return t.userVerify(ctx)
+	case t.hasMark && t.pipelined:
+		return t.w.mk.committed(ctx, t.w.mk.db, t.mark)
 	case t.hasMark:
 		return t.w.committed(ctx, t.mark)
 	}

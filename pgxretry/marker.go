@@ -1,0 +1,143 @@
+package pgxretry
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/sqlretry/sqlretry/internal/marker"
+	"github.com/sqlretry/sqlretry/postgres"
+)
+
+// An Option configures a [Pool] made by [New].
+type Option func(*Pool)
+
+// WithMarker makes [Pool.RunTx] settle a COMMIT of unknown outcome by v's
+// marker table instead of pg_xact_status, at no extra round trip: the
+// marker row (a key of 128 random bits, made by the client) is inserted in
+// the same message as COMMIT ("INSERT ...; COMMIT", one simple-protocol
+// query), so the client knows the key before any reply, even when the
+// connection dies before one arrives. After an unknown COMMIT, v's
+// Committed settles the key through the pool (as database/sql, see
+// postgres.MarkerVerifier): found, applied; a tombstone of the key that
+// lands (waiting while the transaction is still in flight), not applied and
+// run again; still locked after v.MaxWait, sqlretry.ErrAmbiguous. Its
+// verdict survives a failover, which pg_xact_status's does not.
+//
+// If the INSERT fails, the server abandons the rest of the message: COMMIT
+// never runs, the transaction is rolled back, and RunTx treats the failure
+// as one before COMMIT (replayed if transient, else returned: a missing
+// table is 42P01). v's table must exist (postgres.MarkerTableDDL), or set
+// v.CreateTable. Its fields' defaults are postgres.MarkerVerifier's; an
+// invalid field makes every RunTx fail with an error naming it. An Op with
+// its own Verify, or Idempotent, is settled by that and not marked.
+//
+// The Pool opens a *sql.DB over the pool (stdlib.OpenDBFromPool) for the
+// verifier's own statements (create, prune, settle), closed by
+// [Pool.Close]. v may be shared with sqlretry.RunTx on a *sql.DB.
+func WithMarker(v *postgres.MarkerVerifier) Option {
+	return func(w *Pool) { w.mk = &markerState{src: v, pool: w.pool} }
+}
+
+// markerState is a Pool's marker verifier, built on first use.
+type markerState struct {
+	src  *postgres.MarkerVerifier
+	pool *pgxpool.Pool
+
+	once sync.Once
+	v    *marker.Verifier
+	db   *sql.DB // the pool as database/sql, for v's own statements
+	err  error
+
+	// committed settles a key: v.Committed; tests swap in a liar.
+	committed func(ctx context.Context, db *sql.DB, key string) (bool, error)
+}
+
+// get builds the verifier and its *sql.DB on first use.
+func (m *markerState) get() (*marker.Verifier, error) {
+	m.once.Do(func() {
+		m.v, m.err = marker.Built(m.src)
+		if m.err == nil {
+			m.db = stdlib.OpenDBFromPool(m.pool)
+			if m.committed == nil {
+				m.committed = m.v.Committed
+			}
+		}
+	})
+	return m.v, m.err
+}
+
+// beforeTx creates the table (CreateTable) and prunes old markers, in
+// autocommit, before an attempt takes its connection.
+func (m *markerState) beforeTx(ctx context.Context) error {
+	v, err := m.get()
+	if err != nil {
+		return err
+	}
+	return v.BeforeTx(ctx, m.db)
+}
+
+// close closes the *sql.DB, if one was opened.
+func (m *markerState) close() {
+	if m.db != nil {
+		_ = m.db.Close()
+	}
+}
+
+// commitMarked sends the marker INSERT and COMMIT in one message and judges
+// what came back. The server runs the statements of one query message in
+// order and abandons the rest at the first error, so:
+//
+//   - two results: the INSERT and COMMIT both ran: committed;
+//   - no result and the server's error: the INSERT failed, COMMIT never
+//     ran, the transaction is aborted: a failure before COMMIT (even if the
+//     session then ended: it ended after the INSERT's error);
+//   - anything else (the connection lost before either reply, or after the
+//     INSERT's, COMMIT's own error): COMMIT may have run; the key, known
+//     since before the send, settles it.
+//
+// pgx's Tx never sees this COMMIT: it is not used again, and the
+// connection goes back to the pool outside any transaction (a pool destroys
+// one released inside a transaction).
+func (t *txRun) commitMarked(ctx context.Context, c *pgxpool.Conn, tx pgx.Tx, v *marker.Verifier) error {
+	key, text, err := v.InlineMark("; COMMIT")
+	if err != nil {
+		t.stage = stageBody
+		_ = tx.Rollback(ctx)
+		return err
+	}
+	t.mark, t.hasMark = key, true
+	// Read result by result (ReadAll would allocate each one).
+	mrr := c.Conn().PgConn().Exec(ctx, text)
+	n, last := 0, ""
+	for mrr.NextResult() {
+		tag, _ := mrr.ResultReader().Close() // its error is mrr's too
+		n++
+		last = tag.String()
+	}
+	err = mrr.Close()
+	switch {
+	case err == nil && last == "ROLLBACK":
+		return pgx.ErrTxCommitRollback // as tx.Commit says it: not committed
+	case err == nil:
+		return nil
+	case n == 0 && serverError(err):
+		t.stage, t.mark, t.hasMark = stageBody, "", false
+		_ = tx.Rollback(ctx)
+		return t.failed(err)
+	}
+	return t.commitFailed(c, err)
+}
+
+// serverError reports whether err is the server's error reply. (Its own
+// function: the target errors.As needs escapes, and allocates only here.)
+func serverError(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr)
+}

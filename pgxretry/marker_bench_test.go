@@ -1,0 +1,116 @@
+package pgxretry_test
+
+import (
+	"context"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/pgxretry"
+	"github.com/sqlretry/sqlretry/postgres"
+)
+
+// The cost of settling a commit, per transaction, against the real server:
+// go test -run '^$' -bench Settlement -benchtime 2s -count 6 ./pgxretry
+//
+// Every variant runs RunTx on the same one-connection pool:
+//
+//   - none: an Op with a Verify of its own (nothing marked; the baseline);
+//   - xact: pg_xact_status, its mark taken by a query before COMMIT;
+//   - marker: WithMarker, the marker INSERT sent with COMMIT (pruning every
+//     100 transactions included).
+//
+// Blocks of 16 transactions of each variant alternate, their order rotating
+// each round; a variant's overhead is the median over rounds of its
+// block's time over none's, minus one.
+
+// settlementVariants returns the three variants running body.
+func settlementVariants(b testing.TB, body func(ctx context.Context, tx pgx.Tx) error) ([]string, []func() error) {
+	pool, w := benchFixture(b)
+	wm := pgxretry.New(pool, w.Policy(), pgxretry.WithMarker(&postgres.MarkerVerifier{CreateTable: true}))
+	b.Cleanup(wm.Close)
+	ctx := context.Background()
+	verify := func(context.Context) (bool, error) { return false, nil }
+	run := func(w *pgxretry.Pool, op sqlretry.Op) func() error {
+		return func() error { return w.RunTx(ctx, op, pgx.TxOptions{}, body) }
+	}
+	return []string{"none", "xact", "marker"}, []func() error{
+		run(w, sqlretry.Write("bench", verify)),
+		run(w, sqlretry.Write("bench", nil)),
+		run(wm, sqlretry.Write("bench", nil)),
+	}
+}
+
+// pointWrite and pointRead are the transactions measured: one UPDATE, or
+// one SELECT, by primary key.
+func pointWrite() func(ctx context.Context, tx pgx.Tx) error {
+	i := 0
+	return func(ctx context.Context, tx pgx.Tx) error {
+		i = i%1000 + 1
+		_, err := tx.Exec(ctx, "UPDATE items SET note = 'w' WHERE seq = $1", i)
+		return err
+	}
+}
+
+func pointRead() func(ctx context.Context, tx pgx.Tx) error {
+	var note string
+	return func(ctx context.Context, tx pgx.Tx) error {
+		return tx.QueryRow(ctx, "SELECT note FROM items WHERE seq = $1", 7).Scan(&note)
+	}
+}
+
+func BenchmarkSettlement(b *testing.B) {
+	b.Run("write", func(b *testing.B) { interleaveN(b, pointWrite()) })
+	b.Run("read", func(b *testing.B) { interleaveN(b, pointRead()) })
+}
+
+// interleaveN runs the variants in rotating blocks and reports each one's
+// mean time per transaction and median overhead over none.
+func interleaveN(b *testing.B, body func(ctx context.Context, tx pgx.Tx) error) {
+	names, fns := settlementVariants(b, body)
+	const block = 16
+	totals := make([]time.Duration, len(fns))
+	ratios := make([][]float64, len(fns))
+	round := 0
+	for b.Loop() {
+		took := make([]time.Duration, len(fns))
+		for k := range fns {
+			j := (k + round) % len(fns)
+			start := time.Now()
+			for range block {
+				if err := fns[j](); err != nil {
+					b.Fatal(err)
+				}
+			}
+			took[j] = time.Since(start)
+		}
+		round++
+		for j := range fns {
+			totals[j] += took[j]
+			ratios[j] = append(ratios[j], float64(took[j])/float64(took[0]))
+		}
+	}
+	calls := float64(b.N * block)
+	for j, name := range names {
+		b.ReportMetric(float64(totals[j].Microseconds())/calls, name+"-µs/tx")
+		if j > 0 {
+			sort.Float64s(ratios[j])
+			b.ReportMetric(100*(ratios[j][len(ratios[j])/2]-1), name+"-overhead-%")
+		}
+	}
+}
+
+// TestSettlementAllocs reports each variant's allocations per transaction
+// (go test -run SettlementAllocs -v ./pgxretry).
+func TestSettlementAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts differ under -race")
+	}
+	names, fns := settlementVariants(t, pointWrite())
+	for j, name := range names {
+		n := testing.AllocsPerRun(200, func() { must(t, fns[j]()) })
+		t.Logf("%s: %.1f allocations per transaction", name, n)
+	}
+}
