@@ -49,23 +49,14 @@ func TestMarkerServerCrash(t *testing.T) {
 		if _, err := tx.Exec(ctx, insertItem, 1, note); err != nil || attempts > 1 {
 			return err
 		}
-		pid := tx.Conn().PgConn().PID()
-		go func() {
-			for ctx.Err() == nil {
-				var sleeping bool
-				err := f.raw.QueryRow(ctx, "SELECT wait_event = 'PgSleep' FROM pg_stat_activity WHERE pid = $1", pid).Scan(&sleeping)
-				if err == nil && sleeping {
-					if err := srv.Kill(); err != nil {
-						crashed <- err
-						return
-					}
-					crashed <- srv.Start()
-					return
+		f.whenCommitSleeps(ctx, tx.Conn().PgConn().PID(), func(err error) {
+			if err == nil {
+				if err = srv.Kill(); err == nil {
+					err = srv.Start()
 				}
-				time.Sleep(5 * time.Millisecond)
 			}
-			crashed <- ctx.Err()
-		}()
+			crashed <- err
+		})
 		return nil
 	})
 	if cerr := <-crashed; cerr != nil {

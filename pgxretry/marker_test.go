@@ -140,20 +140,30 @@ func (f *fixture) inject(ctx context.Context, t *testing.T, px *proxy.Proxy, tx 
 		}()
 	case killDuringCommit:
 		pid := tx.Conn().PgConn().PID()
-		go func() {
-			// Once COMMIT sleeps in the deferred trigger, end the backend.
-			for ctx.Err() == nil {
-				var sleeping bool
-				err := f.raw.QueryRow(ctx, "SELECT wait_event = 'PgSleep' FROM pg_stat_activity WHERE pid = $1", pid).Scan(&sleeping)
-				if err == nil && sleeping {
-					_, _ = f.raw.Exec(ctx, "SELECT pg_terminate_backend($1)", pid)
-					return
-				}
-				time.Sleep(5 * time.Millisecond)
+		f.whenCommitSleeps(ctx, pid, func(err error) {
+			if err == nil {
+				_, _ = f.raw.Exec(ctx, "SELECT pg_terminate_backend($1)", pid)
 			}
-		}()
+		})
 	}
 	return nil
+}
+
+// whenCommitSleeps calls do, in a goroutine of its own, once backend pid
+// sleeps in slowCommits's trigger (do(nil)) or ctx is done (do(ctx.Err())).
+func (f *fixture) whenCommitSleeps(ctx context.Context, pid uint32, do func(err error)) {
+	go func() {
+		for ctx.Err() == nil {
+			var sleeping bool
+			err := f.raw.QueryRow(ctx, "SELECT wait_event = 'PgSleep' FROM pg_stat_activity WHERE pid = $1", pid).Scan(&sleeping)
+			if err == nil && sleeping {
+				do(nil)
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		do(ctx.Err())
+	}()
 }
 
 // proxiedConn returns the proxy's id of tx's connection.
