@@ -70,3 +70,71 @@ func TestPhaseStrings(t *testing.T) {
 		t.Error("ParsePhase accepted maybe")
 	}
 }
+
+// ClassifyNeutralVisit shows an engine classifier each error of the tree in
+// errors.As's order, but the network types and *Error (and the Policy's own
+// cause inside it), says which are on the single-Unwrap chain, gives the
+// neutral verdict, and ends the walk where visit says so.
+func TestClassifyNeutralVisitShowsTheTreeInAsOrder(t *testing.T) {
+	e1, e2, e3 := errors.New("e1"), errors.New("e2"), errors.New("e3")
+	inner := fmt.Errorf("b: %w", e2)
+	joined := errors.Join(e1, inner)
+	reset := &net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+	outer := fmt.Errorf("a: %w", &Error{Cause: ErrRetriesExhausted, Err: fmt.Errorf("c: %w", joined)})
+	top := fmt.Errorf("top: %w", reset)
+	tree := errors.Join(outer, top, e3)
+	type seen struct {
+		err   error
+		chain bool
+	}
+	root := fmt.Errorf("root: %w", tree)
+	var got []seen
+	cl := ClassifyNeutralVisit(root, func(err error, chain bool) bool {
+		got = append(got, seen{err, chain})
+		return false
+	})
+	if want := ClassifyNeutral(root); cl != want {
+		t.Errorf("verdict %+v, want ClassifyNeutral's %+v", cl, want)
+	}
+	var want []seen
+	var walk func(error, bool)
+	walk = func(err error, chain bool) { // errors.As's order
+		switch e := err.(type) {
+		case *net.OpError, *os.SyscallError, syscall.Errno:
+		case *Error:
+			walk(e.Err, false) // its Cause is the Policy's own
+			return
+		default:
+			want = append(want, seen{err, chain})
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap(), chain)
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				walk(e, false)
+			}
+		}
+	}
+	walk(root, true)
+	if len(got) != len(want) {
+		t.Fatalf("visited %d errors, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("visit %d: %v (chain %v), want %v (chain %v)", i, got[i].err, got[i].chain, want[i].err, want[i].chain)
+		}
+	}
+	// The walk ends where visit says so: e2 is the last error shown.
+	n := 0
+	ClassifyNeutralVisit(tree, func(err error, _ bool) bool {
+		n++
+		if err == e3 {
+			t.Error("visited e3 after visit stopped the walk at e2")
+		}
+		return err == e2
+	})
+	if n == 0 {
+		t.Error("visited nothing")
+	}
+}

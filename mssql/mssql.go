@@ -117,7 +117,17 @@ func classify(err error) (c sr.Class) {
 		return sr.ClassifyNeutral(nil)
 	}
 	defer codes.Recover(&c)
-	if e, ok := codes.As(err, asNumberer); ok {
+	// One walk of the tree finds the first numbered error (errors.As) and
+	// the neutral verdict.
+	var (
+		e     numberer
+		found bool
+	)
+	neutral := sr.ClassifyNeutralVisit(err, func(x error, _ bool) bool {
+		e, found = codes.AsOne(x, asNumberer)
+		return found // it decides, whatever follows
+	})
+	if found {
 		n := e.SQLErrorNumber()
 		var sev uint8
 		if s, ok := e.(severitier); ok {
@@ -135,7 +145,7 @@ func classify(err error) (c sr.Class) {
 		}
 		return bySeverity(n, sev)
 	}
-	c = sr.ClassifyNeutral(err)
+	c = neutral
 	if c.Code == "bad-conn" {
 		c.Reason = "driver.ErrBadConn (go-mssqldb RetryableError): the request was not sent; from Commit, the transaction was not committed, so re-run it whole"
 	}
@@ -164,7 +174,7 @@ func lookupNumber(n int32) (sr.Class, bool) {
 	}
 	if n >= userDefined {
 		c := byNumber[userDefined]
-		c.Code = strconv.Itoa(int(n))
+		c.Code = codes.Itoa(int64(n))
 		return c, true
 	}
 	return sr.Class{}, false
@@ -174,7 +184,7 @@ func lookupNumber(n int32) (sr.Class, bool) {
 // with (r2dbc-mssql's fallback, and the Database Engine error severities
 // page: https://learn.microsoft.com/sql/relational-databases/errors-events/database-engine-error-severities).
 func bySeverity(n int32, sev uint8) sr.Class {
-	code := strconv.Itoa(int(n))
+	code := codes.Itoa(int64(n))
 	switch {
 	case sev == 13:
 		return sr.Class{Retryable: true, Phase: sr.NotApplied, Code: code, Reason: "severity 13, transaction deadlock: the transaction was rolled back; re-run it whole"}

@@ -59,7 +59,26 @@ func classify(err error) (c sr.Class) {
 		return sr.ClassifyNeutral(nil)
 	}
 	defer codes.Recover(&c)
-	if me, ok := codes.As(err, asMySQLError); ok && me != nil {
+	// One walk of the tree answers every question: the first
+	// *mysql.MySQLError (errors.As), mysql.ErrInvalidConn (errors.Is) and
+	// the neutral verdict.
+	var (
+		me      *gomysql.MySQLError
+		found   bool
+		invalid bool
+	)
+	neutral := sr.ClassifyNeutralVisit(err, func(e error, _ bool) bool {
+		if !found {
+			if me, found = codes.AsOne(e, asMySQLError); found && me != nil {
+				return true // it decides, whatever follows
+			}
+		}
+		if !invalid {
+			invalid = codes.IsOne(e, gomysql.ErrInvalidConn)
+		}
+		return false
+	})
+	if found && me != nil {
 		if me.Number == 4031 && !strings.Contains(me.Message, interactionTimeoutText) {
 			return mariaDB4031
 		}
@@ -69,10 +88,10 @@ func classify(err error) (c sr.Class) {
 		c, _ := verdict(me.Number)
 		return c
 	}
-	if codes.Is(err, gomysql.ErrInvalidConn) {
+	if invalid {
 		return invalidConn
 	}
-	return sr.ClassifyNeutral(err)
+	return neutral
 }
 
 func asMySQLError(err error) (*gomysql.MySQLError, bool) {
@@ -106,8 +125,12 @@ var mariaDB4031 = sr.Class{Phase: sr.NotApplied, Code: "4031", Reason: "ER_REFER
 // MaxScale's readwritesplit treats 1047 with this message as a node error.
 var galera1047 = codes.Tag(sr.Class{Retryable: true, Phase: sr.NotApplied, Code: "1047", Reason: "WSREP has not yet prepared node for application use (Galera): the node is not in the primary component; the statement was refused before it ran"}, contention)
 
+// unlisted is the verdict on a number the table does not list. Not inlined,
+// so that verdict, which a listed number takes, is.
+//
+//go:noinline
 func unlisted(n uint16) sr.Class {
-	return sr.Class{Phase: sr.NotApplied, Code: itoa(n), Reason: "error number not listed as transient: not retried"}
+	return sr.Class{Phase: sr.NotApplied, Code: codes.Itoa(int64(n)), Reason: "error number not listed as transient: not retried"}
 }
 
 // Lookup returns MySQL's verdict on a bare error number, as the command sees

@@ -112,3 +112,34 @@ func TestConnectReasonSpellsEveryCode(t *testing.T) {
 		}
 	}
 }
+
+// TestClassifyPracticeAllocatesNothing: no classifier allocates on an error
+// of practice (issue 20).
+func TestClassifyPracticeAllocatesNothing(t *testing.T) {
+	for _, c := range practice(t) {
+		for _, cl := range []func(error) sr.Class{Classify, ClassifyCockroach, ClassifyLibPQ} {
+			if n := testing.AllocsPerRun(20, func() { classSink = cl(c.Err) }); n != 0 {
+				t.Errorf("%s: %v allocations a call, want 0", c.Name, n)
+			}
+		}
+	}
+}
+
+// isConnectError answers from its small cache of types as it does without
+// one, whatever order more types than the cache holds come in.
+func TestIsConnectErrorCacheAnswersAsTheTypeName(t *testing.T) {
+	ce := realConnectError(t)
+	errs := []error{
+		ce, fmt.Errorf("x: %w", ce), &pgconn.PgError{Code: "40001"}, &transportError{"m", ce, false},
+		&pq.Error{Code: "40001"}, &net.OpError{Op: "read"}, &pgconn.ConnectError{}, os.ErrDeadlineExceeded,
+	}
+	for round := 0; round < 3; round++ {
+		for i := range errs {
+			e := errs[(i*(round+1))%len(errs)]
+			_, want := e.(*pgconn.ConnectError)
+			if got := isConnectError(e); got != want {
+				t.Errorf("round %d: isConnectError(%T) = %v, want %v", round, e, got, want)
+			}
+		}
+	}
+}

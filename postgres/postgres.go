@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	sr "github.com/sqlretry/sqlretry"
@@ -131,10 +132,40 @@ func classify(t *table, err error) (c sr.Class) {
 	// A method of the error itself may panic (a typed nil pointer, say);
 	// the classifier must not.
 	defer codes.Recover(&c)
-	if s, ok := codes.As(err, asSQLStater); ok {
-		code := s.SQLState()
+	// One walk of the tree answers every question: the first server error
+	// and the first transport error (errors.As), a *pgconn.ConnectError on
+	// the chain, a done context (errors.Is), and the neutral verdict.
+	var (
+		s                             sqlStater
+		code                          string
+		r                             safeToRetrier
+		foundS, foundR, conn, ctxDone bool
+	)
+	neutral := sr.ClassifyNeutralVisit(err, func(e error, chain bool) bool {
+		if !foundS {
+			if s, foundS = codes.AsOne(e, asSQLStater); foundS {
+				code = s.SQLState()
+			}
+		}
+		if !foundR {
+			r, foundR = codes.AsOne(e, asSafeToRetrier)
+		}
+		if chain && !conn && maybeConnectError(e) {
+			conn = isConnectError(e)
+		}
+		if !ctxDone {
+			ctxDone = contextDone(e)
+		}
+		// A server error decides, with what the chain above it said of the
+		// connection's startup, once nothing that follows can change the
+		// verdict: a ConnectError further down the chain (none below a
+		// server error that unwraps no further), or, for an 08 code, the
+		// transport error that says whether anything was sent.
+		return foundS && (!chain || conn || !unwraps(e)) && (foundR || !connectionException(code))
+	})
+	if foundS {
 		c, _ := t.lookup(code)
-		if connectError(err) {
+		if conn {
 			// The server refused the connection's startup (08001, 08004,
 			// 53300, 57P03, 55000 "not currently accepting connections",
 			// 28xxx, 3D000...): pgconn wraps what it got before the
@@ -147,19 +178,19 @@ func classify(t *table, err error) (c sr.Class) {
 			}
 			return c
 		}
-		if len(code) == 5 && code[0] == '0' && code[1] == '8' && code != "08007" && c.Retryable {
-			if r, ok := codes.As(err, asSafeToRetrier); ok && r.SafeToRetry() {
+		if connectionException(code) && c.Retryable {
+			if foundR && r.SafeToRetry() {
 				c.Phase = sr.NotSent
 				c.Reason = "connection_exception before anything was sent (SafeToRetry)"
 			}
 		}
 		return c
 	}
-	if r, ok := codes.As(err, asSafeToRetrier); ok {
+	if foundR {
 		// A context that was already done is the caller's business, not a
 		// database fault: leave it to the neutral classifier.
-		if codes.Is(err, context.Canceled) || codes.Is(err, context.DeadlineExceeded) {
-			return sr.ClassifyNeutral(err)
+		if ctxDone {
+			return neutral
 		}
 		if r.SafeToRetry() {
 			return sr.Class{Retryable: true, Phase: sr.NotSent, Code: "safe-to-retry", Reason: "pgconn SafeToRetry: the error happened before anything was sent"}
@@ -168,11 +199,11 @@ func classify(t *table, err error) (c sr.Class) {
 			return sr.Class{Retryable: true, Phase: sr.Unknown, Code: "conn-closed", Reason: "pgconn: connection closed while receiving the response; the command may have run"}
 		}
 	}
-	c = sr.ClassifyNeutral(err)
-	if !c.Retryable && connectError(err) && strings.Contains(err.Error(), "ValidateConnect failed") {
+	c = neutral
+	if !c.Retryable && conn && strings.Contains(err.Error(), "ValidateConnect failed") {
 		return validateConnect
 	}
-	if c.Retryable && connectError(err) {
+	if c.Retryable && conn {
 		// A reset or timeout during the handshake (a server shutting down,
 		// seen in dbtest's restart tests) cannot have run a statement.
 		c.Phase = sr.NotSent
@@ -189,6 +220,16 @@ func classify(t *table, err error) (c sr.Class) {
 // promoted server.
 var validateConnect = sr.Class{Retryable: true, Phase: sr.NotSent, Kind: sr.Unavailable, Code: "validate-connect",
 	Reason: "pgconn.ConnectError: ValidateConnect failed (target_session_attrs): the server is not the kind asked for yet; nothing was sent"}
+
+// contextDone is errors.Is's test of one error for context.Canceled and
+// context.DeadlineExceeded: the error is one, or its Is method says so.
+func contextDone(err error) bool {
+	if err == context.Canceled || err == context.DeadlineExceeded {
+		return true
+	}
+	x, ok := err.(interface{ Is(error) bool })
+	return ok && (x.Is(context.Canceled) || x.Is(context.DeadlineExceeded))
+}
 
 func asSQLStater(err error) (sqlStater, bool)         { e, ok := err.(sqlStater); return e, ok }
 func asSafeToRetrier(err error) (safeToRetrier, bool) { e, ok := err.(safeToRetrier); return e, ok }
@@ -219,24 +260,60 @@ func connectReason(code string) string {
 	return prefix + code + ")"
 }
 
-// connectError reports whether err's chain holds a *pgconn.ConnectError,
-// recognised by its type's name and package path so as not to import
-// pgconn. The type's String, one look-up, turns every other type away
-// before the package path is read; Name would scan the string.
-func connectError(err error) bool {
-	for i := 0; err != nil && i < 32; i++ {
-		if notConnectError(err) {
-			err = errors.Unwrap(err)
-			continue
-		}
-		t := reflect.TypeOf(err)
-		if t.Kind() == reflect.Pointer && t.String() == "*pgconn.ConnectError" && t.Elem().PkgPath() == "github.com/jackc/pgx/v5/pgconn" {
-			return true
-		}
-		err = errors.Unwrap(err)
+// connectionException reports whether code is of class 08,
+// connection_exception, but for 08007 (transaction_resolution_unknown):
+// the codes for which SafeToRetry may prove that nothing was sent.
+func connectionException(code string) bool {
+	return len(code) == 5 && code[0] == '0' && code[1] == '8' && code != "08007"
+}
+
+// unwraps reports whether err wraps another error.
+func unwraps(err error) bool {
+	switch err.(type) {
+	case interface{ Unwrap() error }, interface{ Unwrap() []error }:
+		return true
 	}
 	return false
 }
+
+// maybeConnectError turns away, with one type assertion, the errors that
+// cannot be a *pgconn.ConnectError, which wraps the error of the attempt:
+// those that wrap nothing. isConnectError's reflection is the dearer test.
+func maybeConnectError(err error) bool {
+	_, ok := err.(interface{ Unwrap() error })
+	return ok
+}
+
+// isConnectError reports whether err is a *pgconn.ConnectError,
+// recognised by its type's name and package path so as not to import
+// pgconn. The type's String, one look-up, turns every other type away
+// before the package path is read; Name would scan the string.
+// The answer for the last few types is kept (typeAnswers): a wrapper such as
+// fmt's is met on every error, and its name costs more than the look-up.
+func isConnectError(err error) bool {
+	t := reflect.TypeOf(err)
+	for i := range typeAnswers {
+		if a := typeAnswers[i].Load(); a != nil && a.t == t {
+			return a.connect
+		}
+	}
+	is := t.Kind() == reflect.Pointer && t.String() == "*pgconn.ConnectError" && t.Elem().PkgPath() == "github.com/jackc/pgx/v5/pgconn"
+	typeAnswers[nextAnswer.Add(1)%uint32(len(typeAnswers))].Store(&typeAnswer{t: t, connect: is})
+	return is
+}
+
+// typeAnswer is isConnectError's answer for one type.
+type typeAnswer struct {
+	t       reflect.Type
+	connect bool
+}
+
+// typeAnswers are isConnectError's last answers, replaced in turn
+// (nextAnswer); safe for concurrent use.
+var (
+	typeAnswers [4]atomic.Pointer[typeAnswer]
+	nextAnswer  atomic.Uint32
+)
 
 // connClosed reports whether err's chain holds pgconn.ErrConnClosed, which
 // it recognises by its text ("conn closed") so as not to import pgconn.
@@ -248,17 +325,6 @@ func connClosed(err error) bool {
 			}
 		}
 		err = errors.Unwrap(err)
-	}
-	return false
-}
-
-// notConnectError reports that err is of a type a transport failure is
-// made of, or the Policy's own, so connectError need not read its type's
-// name.
-func notConnectError(err error) bool {
-	switch err.(type) {
-	case *net.OpError, *os.SyscallError, syscall.Errno, *sr.Error:
-		return true
 	}
 	return false
 }

@@ -105,3 +105,14 @@ func TestMattnCodeInsideOuterError(t *testing.T) {
 		t.Error("found a mattn code in an outer error that holds none")
 	}
 }
+
+// TestClassifyPracticeAllocatesNothing: Classify allocates nothing on an
+// error of practice, an error number its table does not list included: that
+// number's text is cached (issue 20).
+func TestClassifyPracticeAllocatesNothing(t *testing.T) {
+	for _, c := range practice(t) {
+		if n := testing.AllocsPerRun(20, func() { classSink = Classify(c.Err) }); n != 0 {
+			t.Errorf("%s: %v allocations a call, want 0", c.Name, n)
+		}
+	}
+}

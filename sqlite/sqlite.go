@@ -90,13 +90,29 @@ func classify(err error, mattn string) (c sr.Class) {
 		return sr.ClassifyNeutral(nil)
 	}
 	defer codes.Recover(&c)
-	if e, ok := codes.As(err, asCoder); ok {
+	// One walk of the tree finds the first error with a Code method
+	// (errors.As), the first of mattn's types and the neutral verdict.
+	var (
+		e              coder
+		n              int
+		found, foundMN bool
+	)
+	neutral := sr.ClassifyNeutralVisit(err, func(x error, _ bool) bool {
+		if e, found = codes.AsOne(x, asCoder); found {
+			return true // it decides, whatever follows
+		}
+		if !foundMN {
+			n, foundMN = mattnNode(x, mattn)
+		}
+		return false
+	})
+	if found {
 		return byCode(e.Code())
 	}
-	if n, ok := mattnCode(err, mattn); ok {
+	if foundMN {
 		return byCode(n)
 	}
-	return sr.ClassifyNeutral(err)
+	return neutral
 }
 
 func asCoder(err error) (coder, bool) { e, ok := err.(coder); return e, ok }
@@ -118,43 +134,39 @@ func byCode(n int) sr.Class {
 
 // mattnCode finds a mattn/go-sqlite3 error (type pkg.Error, or the ErrNo and
 // ErrNoExtended codes themselves) in err's tree and returns its extended
-// code, or its primary code when the extended one is 0.
-func mattnCode(err error, pkg string) (int, bool) {
-	for depth := 0; err != nil && depth < 32; depth++ {
-		t := reflect.TypeOf(err)
-		if t.PkgPath() == pkg {
-			v := reflect.ValueOf(err)
-			switch {
-			case t.Kind() == reflect.Struct && t.Name() == "Error":
-				ext, code := v.FieldByName("ExtendedCode"), v.FieldByName("Code")
-				if ext.IsValid() && ext.CanInt() && ext.Int() != 0 {
-					return int(ext.Int()), true
-				}
-				if code.IsValid() && code.CanInt() {
-					return int(code.Int()), true
-				}
-			case (t.Name() == "ErrNo" || t.Name() == "ErrNoExtended") && v.CanInt():
-				return int(v.Int()), true
-			}
+// code, or its primary code when the extended one is 0. Classify asks
+// mattnNode in its own walk; this is that walk alone.
+func mattnCode(err error, pkg string) (n int, found bool) {
+	if err == nil {
+		return 0, false
+	}
+	sr.ClassifyNeutralVisit(err, func(e error, _ bool) bool {
+		n, found = mattnNode(e, pkg)
+		return found
+	})
+	return n, found
+}
+
+// mattnNode reads one error of a tree as mattnCode does. The network types
+// and *sr.Error, which sr.ClassifyNeutralVisit does not show, are none of
+// mattn's.
+func mattnNode(err error, pkg string) (int, bool) {
+	t := reflect.TypeOf(err)
+	if t.PkgPath() != pkg {
+		return 0, false
+	}
+	v := reflect.ValueOf(err)
+	switch {
+	case t.Kind() == reflect.Struct && t.Name() == "Error":
+		ext, code := v.FieldByName("ExtendedCode"), v.FieldByName("Code")
+		if ext.IsValid() && ext.CanInt() && ext.Int() != 0 {
+			return int(ext.Int()), true
 		}
-		switch u := err.(type) {
-		case *sr.Error: // its two causes in Unwrap's order, without the slice
-			if n, ok := mattnCode(u.Cause, pkg); ok {
-				return n, true
-			}
-			return mattnCode(u.Err, pkg)
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				if n, ok := mattnCode(e, pkg); ok {
-					return n, true
-				}
-			}
-			return 0, false
-		default:
-			return 0, false
+		if code.IsValid() && code.CanInt() {
+			return int(code.Int()), true
 		}
+	case (t.Name() == "ErrNo" || t.Name() == "ErrNoExtended") && v.CanInt():
+		return int(v.Int()), true
 	}
 	return 0, false
 }

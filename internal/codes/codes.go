@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 
 	sr "github.com/sqlretry/sqlretry"
@@ -34,6 +35,30 @@ func Quote(s string) string {
 	}
 	return strconv.Quote(s)
 }
+
+// Itoa is strconv.FormatInt(n, 10) for an error number a table does not
+// list, which a classifier puts in its verdict's Code: the text is kept in
+// a small cache, so that a number met again, as a failing program meets
+// the same one over and over, costs no allocation. Safe for concurrent
+// use.
+func Itoa(n int64) string {
+	slot := &numberTexts[uint64(n)%uint64(len(numberTexts))]
+	if e := slot.Load(); e != nil && e.n == n {
+		return e.s
+	}
+	e := &numberText{n: n, s: strconv.FormatInt(n, 10)}
+	slot.Store(e)
+	return e.s
+}
+
+type numberText struct {
+	n int64
+	s string
+}
+
+// numberTexts is Itoa's cache, one number a slot: 256 numbers at most, the
+// last met in each slot.
+var numberTexts [256]atomic.Pointer[numberText]
 
 // A Number describes an engine's decimal error numbers, for ValidCode.
 type Number struct {
@@ -117,37 +142,52 @@ func Lookup[N any](code string, parse func(string) (N, error), what string, find
 // looks T's method table up again at every link of the chain. It walks as
 // errors.As does (see walk), As methods included; T must be a driver
 // error's interface, which none of the types walk passes through
-// implements (TestAsPassesThroughNetworkErrors).
+// implements (TestAsPassesThroughNetworkErrors). The classifiers ask AsOne
+// in their one walk (sr.ClassifyNeutralVisit); As is AsOne's walk alone,
+// which the tests hold to errors.As.
 func As[T any](err error, match func(error) (T, bool)) (T, bool) {
 	var found T
 	ok := walk(err, func(err error) bool {
-		if e, ok := match(err); ok {
+		e, ok := AsOne(err, match)
+		if ok {
 			found = e
-			return true
 		}
-		if x, ok := err.(interface{ As(any) bool }); ok {
-			p := new(T)
-			if x.As(p) {
-				found = *p
-				return true
-			}
-		}
-		return false
+		return ok
 	})
 	return found, ok
+}
+
+// AsOne is As's test of one error of a tree, for a classifier that walks
+// the tree once with sr.ClassifyNeutralVisit: match's type assertion, then
+// the error's own As method, as errors.As tries each error.
+func AsOne[T any](err error, match func(error) (T, bool)) (T, bool) {
+	if e, ok := match(err); ok {
+		return e, true
+	}
+	if x, ok := err.(interface{ As(any) bool }); ok {
+		p := new(T)
+		if x.As(p) {
+			return *p, true
+		}
+	}
+	var zero T
+	return zero, false
+}
+
+// IsOne is Is's test of one error of a tree (see AsOne).
+func IsOne(err, target error) bool {
+	if err == target {
+		return true
+	}
+	x, ok := err.(interface{ Is(error) bool })
+	return ok && x.Is(target)
 }
 
 // Is is errors.Is (see walk). Target must not be one of the four errors
 // syscall.Errno.Is matches (fs.ErrPermission, fs.ErrExist, fs.ErrNotExist,
 // errors.ErrUnsupported).
 func Is(err, target error) bool {
-	return walk(err, func(err error) bool {
-		if err == target {
-			return true
-		}
-		x, ok := err.(interface{ Is(error) bool })
-		return ok && x.Is(target)
-	})
+	return walk(err, func(err error) bool { return IsOne(err, target) })
 }
 
 // walk visits err's tree depth first, as errors.Is and errors.As do, until

@@ -155,3 +155,17 @@ func TestIsFindsWhatErrorsIsFinds(t *testing.T) {
 		}
 	}
 }
+
+// Itoa spells every number as strconv does, a number met again from its
+// cache, and two numbers that share a slot each as itself.
+func TestItoa(t *testing.T) {
+	for _, n := range []int64{0, 7, 9999, -2, 50001, 9999 + 256, 9999, 1<<31 - 1, -1 << 31} {
+		if got, want := Itoa(n), strconv.FormatInt(n, 10); got != want {
+			t.Errorf("Itoa(%d) = %q, want %q", n, got, want)
+		}
+	}
+	Itoa(123456)
+	if n := testing.AllocsPerRun(10, func() { _ = Itoa(123456) }); n != 0 {
+		t.Errorf("Itoa of a number met before: %v allocations, want 0", n)
+	}
+}
