@@ -30,6 +30,10 @@ type Option func(*Pool)
 // run again; still locked after v.MaxWait, sqlretry.ErrAmbiguous. Its
 // verdict survives a failover, which pg_xact_status's does not.
 //
+// A transaction that wrote nothing (no transaction id) inserts no marker:
+// its COMMIT stays as cheap as unmarked, and an unknown outcome of it is
+// settled "not applied", so RunTx runs it again (it applied nothing).
+//
 // If the INSERT fails, the server abandons the rest of the message: COMMIT
 // never runs, the transaction is rolled back, and RunTx treats the failure
 // as one before COMMIT (replayed if transient, else returned: a missing
@@ -90,6 +94,14 @@ func (m *markerState) close() {
 	}
 }
 
+// markThenCommit ends the marker INSERT: it inserts only in a transaction
+// that has an id, that is, one that wrote something. A transaction that
+// wrote nothing then commits as it would unmarked (no WAL, no wait for its
+// flush: +0.3–1 ms on this machine's disk otherwise); if its COMMIT's
+// outcome is unknown, the settle finds no key, its tombstone lands, and
+// RunTx runs it again, which its own writes (none) make harmless.
+const markThenCommit = " WHERE pg_catalog.pg_current_xact_id_if_assigned() IS NOT NULL; COMMIT"
+
 // commitMarked sends the marker INSERT and COMMIT in one message and judges
 // what came back. The server runs the statements of one query message in
 // order and abandons the rest at the first error, so:
@@ -106,7 +118,7 @@ func (m *markerState) close() {
 // connection goes back to the pool outside any transaction (a pool destroys
 // one released inside a transaction).
 func (t *txRun) commitMarked(ctx context.Context, c *pgxpool.Conn, tx pgx.Tx, v *marker.Verifier) error {
-	key, text, err := v.InlineMark("; COMMIT")
+	key, text, err := v.InlineMark(markThenCommit)
 	if err != nil {
 		t.stage = stageBody
 		_ = tx.Rollback(ctx)

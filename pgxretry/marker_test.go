@@ -259,3 +259,38 @@ func TestMarkerReadOnly(t *testing.T) {
 		t.Errorf("%d markers, want 0", m)
 	}
 }
+
+// TestMarkerNothingWritten: a transaction that only reads inserts no
+// marker (its COMMIT writes nothing); a reply of its COMMIT cut after it
+// ran is settled "not applied" by a tombstone, and it runs again.
+func TestMarkerNothingWritten(t *testing.T) {
+	noLeaks(t)
+	f, px := markerFixture(t, nil)
+	ctx := context.Background()
+	attempts := 0
+	read := func(ctx context.Context, tx pgx.Tx) error {
+		attempts++
+		var n int
+		if err := tx.QueryRow(ctx, "SELECT count(*) FROM items").Scan(&n); err != nil {
+			return err
+		}
+		mode := proxy.CutAfterCommit
+		if attempts > 1 {
+			mode = proxy.Pass
+		}
+		return px.SetFault(proxy.Fault{Mode: mode})
+	}
+	err := f.w.RunTx(ctx, sqlretry.Write("read", nil), pgx.TxOptions{}, read)
+	_ = px.SetFault(proxy.Fault{Mode: proxy.Pass})
+	if err != nil || attempts != 2 {
+		t.Fatalf("RunTx: %v after %d attempts; want nil after 2", err, attempts)
+	}
+	if st := f.p.Stats(); st.VerifiedNotApplied != 1 {
+		t.Errorf("%d verifications found it not applied, want 1", st.VerifiedNotApplied)
+	}
+	live := f.count(t, "SELECT count(*) FROM sqlretry_commit_marks WHERE tombstone = 0")
+	tombs := f.count(t, "SELECT count(*) FROM sqlretry_commit_marks WHERE tombstone = 1")
+	if live != 0 || tombs != 1 {
+		t.Errorf("marker table: %d live, %d tombstones; want 0, 1", live, tombs)
+	}
+}

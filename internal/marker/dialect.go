@@ -107,7 +107,7 @@ func (d *Dialect) statements(t Name) statements {
 	p := d.Param
 	return statements{
 		insert:       "INSERT INTO " + t.String() + " (mark_key, created_at, tombstone) VALUES (" + p(1) + ", " + p(2) + ", " + p(3) + ")",
-		inlineInsert: "INSERT INTO " + t.String() + " (mark_key, created_at, tombstone) VALUES ('",
+		inlineInsert: "INSERT INTO " + t.String() + " (mark_key, created_at, tombstone) SELECT '",
 		lookup:       "SELECT tombstone FROM " + t.String() + " WHERE mark_key = " + p(1),
 		prune:        d.Prune(t.String(), p(1), p(2)),
 		ddl:          d.DDL(t, t.Table+"_created_at"),

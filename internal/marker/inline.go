@@ -7,10 +7,11 @@ import (
 )
 
 // InlineMark returns a new key and the INSERT that marks a transaction with
-// it, the values written into the text, followed by then: for a layer that
-// sends the mark in one message with COMMIT (pgxretry sends "INSERT ...;
-// COMMIT" as one simple-protocol query), where the key must be known before
-// any reply and no parameter can travel. Writing the values in is safe: the
+// it, the values written into the text — INSERT INTO t (...) SELECT 'key',
+// created_at, 0 — followed by then (a WHERE clause may come first): for a
+// layer that sends the mark in one message with COMMIT (pgxretry sends
+// "INSERT ...; COMMIT" as one simple-protocol query), where the key must be
+// known before any reply and no parameter can travel. Writing the values in is safe: the
 // key is 32 hex digits (checked), created_at an integer, and the table name
 // was parsed as identifiers. One allocation besides the key's.
 func (v *Verifier) InlineMark(then string) (key, stmt string, err error) {
@@ -26,7 +27,7 @@ func (v *Verifier) InlineMark(then string) (key, stmt string, err error) {
 	b.WriteString("', ")
 	var num [20]byte
 	b.Write(strconv.AppendInt(num[:0], v.now().Unix(), 10))
-	b.WriteString(", 0)")
+	b.WriteString(", 0")
 	b.WriteString(then)
 	return key, b.String(), nil
 }

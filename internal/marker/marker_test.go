@@ -119,7 +119,7 @@ func TestInlineMark(t *testing.T) {
 		t.Fatal(err)
 	}
 	gotKey, stmt, err := v.InlineMark("; COMMIT")
-	want := "INSERT INTO ops.marks (mark_key, created_at, tombstone) VALUES ('" + key + "', 1700000000, 0); COMMIT"
+	want := "INSERT INTO ops.marks (mark_key, created_at, tombstone) SELECT '" + key + "', 1700000000, 0; COMMIT"
 	if err != nil || gotKey != key || stmt != want {
 		t.Fatalf("InlineMark() = %q, %q, %v; want %q, %q", gotKey, stmt, err, key, want)
 	}
