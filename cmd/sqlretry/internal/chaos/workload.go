@@ -310,13 +310,29 @@ func (w *worker) claim(ctx context.Context) bool {
 // handler must run, as Store.Work does. A Start is left ambiguous mostly as
 // an outage begins (the proxy resets every connection, then refuses them):
 // SettleStart reads on until the database answers, since giving up would
-// leave the attempt counted with no handler start.
+// leave the attempt counted with no handler start. Only the run's end
+// (Ctrl-C) stops it: the worker, the Start's caller, then gives the Start
+// up, and says so in the ledger (a Start its caller cancelled, as
+// Store.Work's caller does when it cancels a settlement).
 func (w *worker) settleStart(ctx context.Context, l *taskstore.Lease, err error) bool {
-	if taskstore.OutcomeOf(err) != taskstore.ToldAmbiguous || ctx.Err() != nil {
+	if taskstore.OutcomeOf(err) != taskstore.ToldAmbiguous {
+		return false
+	}
+	if ctx.Err() != nil {
+		w.abandonStart(ctx, l)
 		return false
 	}
 	began := w.h.cfg.Now()
 	started, serr := w.h.store.SettleStart(ctx, l)
 	w.h.done(shapeRead, began, serr)
+	if serr != nil && ctx.Err() != nil {
+		w.abandonStart(ctx, l)
+	}
 	return serr == nil && started
+}
+
+// abandonStart records that the worker gave up an ambiguous Start as the
+// run stopped, unsettled: a Start its caller cancelled.
+func (w *worker) abandonStart(ctx context.Context, l *taskstore.Lease) {
+	w.h.ledger.Record(taskstore.Entry{Kind: taskstore.OpStart, ID: l.Token + ":start", TaskID: l.Task.ID}, ctx.Err())
 }
