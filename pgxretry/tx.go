@@ -234,6 +234,10 @@ func (t *txRun) verify(ctx context.Context) (bool, error) {
 		return t.w.mk.committed(ctx, t.w.mk.db, t.mark)
 	case t.hasMark:
 		return t.w.committed(ctx, t.mark)
+	case t.w.mk != nil && t.opts.AccessMode == pgx.ReadOnly:
+		// Unmarked (WithMarker's INSERT cannot run in it): a read-only
+		// transaction applied nothing, committed or not; run it again.
+		return false, nil
 	}
 	return false, errors.New("pgxretry: the COMMIT's outcome is unknown and the transaction was not marked")
 }
