@@ -32,7 +32,8 @@ type Option func(*Pool)
 //
 // A transaction that wrote nothing (no transaction id) inserts no marker:
 // its COMMIT stays as cheap as unmarked, and an unknown outcome of it is
-// settled "not applied", so RunTx runs it again (it applied nothing).
+// settled "not applied", so RunTx runs it again (it applied nothing); so
+// is a read-only one (pgx.ReadOnly), which is not marked at all.
 //
 // If the INSERT fails, the server abandons the rest of the message: COMMIT
 // never runs, the transaction is rolled back, and RunTx treats the failure
