@@ -134,27 +134,37 @@ func classify(t *table, err error) (c sr.Class) {
 	defer codes.Recover(&c)
 	// One walk of the tree answers every question: the first server error
 	// and the first transport error (errors.As), a *pgconn.ConnectError on
-	// the chain, a done context (errors.Is), and the neutral verdict.
+	// the chain, and the neutral verdict.
 	var (
-		s                             sqlStater
-		code                          string
-		r                             safeToRetrier
-		foundS, foundR, conn, ctxDone bool
+		s                    sqlStater
+		code                 string
+		r                    safeToRetrier
+		foundS, foundR, conn bool
 	)
 	neutral := sr.ClassifyNeutralVisit(err, func(e error, chain bool) bool {
+		// errors.As's two questions, with the error's As method looked up
+		// once for both.
 		if !foundS {
-			if s, foundS = codes.AsOne(e, asSQLStater); foundS {
-				code = s.SQLState()
-			}
+			s, foundS = asSQLStater(e)
 		}
 		if !foundR {
-			r, foundR = codes.AsOne(e, asSafeToRetrier)
+			r, foundR = asSafeToRetrier(e)
+		}
+		if !foundS || !foundR {
+			if x, ok := e.(interface{ As(any) bool }); ok {
+				if !foundS {
+					s, foundS = asBy[sqlStater](x)
+				}
+				if !foundR {
+					r, foundR = asBy[safeToRetrier](x)
+				}
+			}
+		}
+		if foundS && code == "" {
+			code = s.SQLState()
 		}
 		if chain && !conn && maybeConnectError(e) {
 			conn = isConnectError(e)
-		}
-		if !ctxDone {
-			ctxDone = contextDone(e)
 		}
 		// A server error decides, with what the chain above it said of the
 		// connection's startup, once nothing that follows can change the
@@ -189,7 +199,7 @@ func classify(t *table, err error) (c sr.Class) {
 	if foundR {
 		// A context that was already done is the caller's business, not a
 		// database fault: leave it to the neutral classifier.
-		if ctxDone {
+		if contextDone(err, neutral) {
 			return neutral
 		}
 		if r.SafeToRetry() {
@@ -221,14 +231,28 @@ func classify(t *table, err error) (c sr.Class) {
 var validateConnect = sr.Class{Retryable: true, Phase: sr.NotSent, Kind: sr.Unavailable, Code: "validate-connect",
 	Reason: "pgconn.ConnectError: ValidateConnect failed (target_session_attrs): the server is not the kind asked for yet; nothing was sent"}
 
-// contextDone is errors.Is's test of one error for context.Canceled and
-// context.DeadlineExceeded: the error is one, or its Is method says so.
-func contextDone(err error) bool {
-	if err == context.Canceled || err == context.DeadlineExceeded {
+// contextDone reports whether err's tree holds context.Canceled or
+// context.DeadlineExceeded (errors.Is), from the neutral verdict on it,
+// whose walk read that: its "context" fact is outranked only by a
+// database/sql client-state error or a leaked driver.ErrSkip, and only
+// then is the tree walked again.
+func contextDone(err error, neutral sr.Class) bool {
+	switch neutral.Code {
+	case "context":
 		return true
+	case "client-state", "driver-skip":
+		return codes.Is(err, context.Canceled) || codes.Is(err, context.DeadlineExceeded)
 	}
-	x, ok := err.(interface{ Is(error) bool })
-	return ok && (x.Is(context.Canceled) || x.Is(context.DeadlineExceeded))
+	return false
+}
+
+// asBy asks an error's As method for a T, as errors.As does. The T it
+// fills is allocated here, only for an error that has an As method: were
+// it the caller's variable, that would move to the heap on every call.
+func asBy[T any](x interface{ As(any) bool }) (T, bool) {
+	p := new(T)
+	ok := x.As(p)
+	return *p, ok
 }
 
 func asSQLStater(err error) (sqlStater, bool)         { e, ok := err.(sqlStater); return e, ok }
