@@ -246,13 +246,28 @@ func sqlitePointReadInterleaved(b *testing.B, aa bool) {
 }
 
 func BenchmarkPostgresSelect1Interleaved(b *testing.B) {
+	for _, aa := range []bool{false, true} {
+		name := "raw-vs-wrapped"
+		if aa {
+			name = "raw-vs-raw" // the noise floor: two raw handles
+		}
+		b.Run(name, func(b *testing.B) { postgresSelect1Interleaved(b, aa) })
+	}
+}
+
+func postgresSelect1Interleaved(b *testing.B, aa bool) {
 	dsn := dbtest.PostgresDSN(b)
 	raw, err := sql.Open("pgx", dsn)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer raw.Close()
-	wrapped, err := sr.Open("pgx", dsn, benchPolicy(b, postgres.Classifier))
+	var wrapped *sql.DB
+	if aa {
+		wrapped, err = sql.Open("pgx", dsn)
+	} else {
+		wrapped, err = sr.Open("pgx", dsn, benchPolicy(b, postgres.Classifier))
+	}
 	if err != nil {
 		b.Fatal(err)
 	}
