@@ -30,10 +30,11 @@ type Option func(*Pool)
 // run again; still locked after v.MaxWait, sqlretry.ErrAmbiguous. Its
 // verdict survives a failover, which pg_xact_status's does not.
 //
-// A transaction that wrote nothing (no transaction id) inserts no marker:
-// its COMMIT stays as cheap as unmarked, and an unknown outcome of it is
-// settled "not applied", so RunTx runs it again (it applied nothing); so
-// is a read-only one (pgx.ReadOnly), which is not marked at all.
+// Every read-write transaction is marked, even one that only read: a
+// transaction may apply something at COMMIT alone (a NOTIFY), so a missing
+// marker is never read as "nothing to apply"; its COMMIT then writes WAL.
+// A read-only one (pgx.ReadOnly), where the INSERT cannot run but a NOTIFY
+// can, is marked by pg_xact_status instead (one round trip more).
 //
 // If the INSERT fails, the server abandons the rest of the message: COMMIT
 // never runs, the transaction is rolled back, and RunTx treats the failure
@@ -95,13 +96,12 @@ func (m *markerState) close() {
 	}
 }
 
-// markThenCommit ends the marker INSERT: it inserts only in a transaction
-// that has an id, that is, one that wrote something. A transaction that
-// wrote nothing then commits as it would unmarked (no WAL, no wait for its
-// flush: +0.3–1 ms on this machine's disk otherwise); if its COMMIT's
-// outcome is unknown, the settle finds no key, its tombstone lands, and
-// RunTx runs it again, which its own writes (none) make harmless.
-const markThenCommit = " WHERE pg_catalog.pg_current_xact_id_if_assigned() IS NOT NULL; COMMIT"
+// markThenCommit ends the marker INSERT. It inserts in every transaction
+// it marks, even one that wrote nothing: a transaction with no id yet may
+// still apply something at COMMIT (a NOTIFY, which gets its id there), so a
+// missing marker cannot be read as "nothing to apply". The price is the
+// COMMIT of a transaction that only read: it writes and flushes WAL.
+const markThenCommit = "; COMMIT"
 
 // commitMarked sends the marker INSERT and COMMIT in one message and judges
 // what came back. The server runs the statements of one query message in

@@ -51,9 +51,9 @@ func (w *Pool) RunTx(ctx context.Context, op sqlretry.Op, opts pgx.TxOptions, fn
 	if op.IsIdempotent() {
 		return w.p.Do(ctx, sqlretry.Idempotent(op.Name), t.attempt)
 	}
-	t.marking = t.userVerify == nil && w.mk == nil
-	// A read-only transaction applies nothing, and could not insert a
-	// marker: its COMMIT is not marked.
+	// A read-only transaction cannot insert a marker, yet may apply
+	// something (a NOTIFY): it is marked by pg_xact_status.
+	t.marking = t.userVerify == nil && (w.mk == nil || opts.AccessMode == pgx.ReadOnly)
 	t.pipelined = t.userVerify == nil && w.mk != nil && opts.AccessMode != pgx.ReadOnly
 	// The verify waits out the attempt itself: a user's Verify reads after
 	// the session was fenced, and pg_xact_status answers "aborted" only of
@@ -234,10 +234,6 @@ func (t *txRun) verify(ctx context.Context) (bool, error) {
 		return t.w.mk.committed(ctx, t.w.mk.db, t.mark)
 	case t.hasMark:
 		return t.w.committed(ctx, t.mark)
-	case t.w.mk != nil && t.opts.AccessMode == pgx.ReadOnly:
-		// Unmarked (WithMarker's INSERT cannot run in it): a read-only
-		// transaction applied nothing, committed or not; run it again.
-		return false, nil
 	}
 	return false, errors.New("pgxretry: the COMMIT's outcome is unknown and the transaction was not marked")
 }
