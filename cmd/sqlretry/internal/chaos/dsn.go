@@ -273,6 +273,11 @@ func (t *target) openSQLite(c Config, label string) error {
 		dsn, setting = contentionSQLiteDSN(path, c.Policy.CommandTimeout)
 		t.settings = append(t.settings, setting)
 	}
+	return t.sqliteConnector(dsn)
+}
+
+// sqliteConnector sets t.inner to a connector of the SQLite driver for dsn.
+func (t *target) sqliteConnector(dsn string) error {
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return inputErr("--dsn", err)

@@ -4,12 +4,10 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"os"
 	"strconv"
@@ -147,25 +145,7 @@ func runWorker(ctx context.Context, spec workerSpec, start <-chan struct{}, enc 
 		}
 	}
 
-	h.start = cfg.Now()
-	h.started.Store(true)
-	h.plan.Enable()
-	var wg sync.WaitGroup
-	for _, w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w.loop(ctx)
-		}()
-	}
-	h.ran, h.interrupted = h.drive(ctx)
-	h.stop.Store(true)
-	wg.Wait()
-	h.plan.Disable()
-	if tgt.proxy != nil {
-		_ = tgt.proxy.SetFault(proxy.Fault{Mode: proxy.Pass})
-	}
-	h.sample() // the final state
+	h.runWorkers(ctx, workers, tgt)
 	res := h.workerResult()
 	res.Index = spec.Index
 	return res, nil
@@ -174,27 +154,8 @@ func runWorker(ctx context.Context, spec workerSpec, start <-chan struct{}, enc 
 // workerResult is [harness.finish] without the checks: the process's
 // report and the material for the parent's.
 func (h *harness) workerResult() *workerResult {
-	cfg := h.cfg
 	st := h.pol.Stats()
-	r := &RunReport{
-		Scenario: string(ScenarioTasks), Engine: cfg.Engine.String(), Mode: "sqlretry", Seed: cfg.Seed,
-		DurationMS: h.ran.Milliseconds(), PlannedMS: cfg.Duration.Milliseconds(),
-		Workers: cfg.Workers, FaultRate: cfg.FaultRate, Policy: policyReport(cfg),
-		Operations: int(h.ops.Load()), Faults: map[string]int{}, Shapes: map[string]ShapeReport{},
-		Retries: st.Retries, SeriesCompleted: h.seriesDone.Load(), SeriesMaxRuns: seriesRuns, BudgetExhausted: st.BudgetExhausted,
-		Interrupted: h.interrupted,
-	}
-	r.OpsPerSec = math.Round(float64(r.Operations)/max(h.ran, time.Millisecond).Seconds()*10) / 10
-	counts := h.plan.Counts()
-	for _, k := range reportedKinds {
-		r.Faults[string(k)] = counts.Faults[k]
-	}
-	if n := counts.Faults[faults.Latency]; n > 0 {
-		r.Faults[string(faults.Latency)] = n
-	}
-	h.reportShapes(r)
-	h.reportOutages(r, counts)
-	r.Settlement = h.verdicts.settlement(cfg, tasksSettlementNote)
+	r := h.runReport()
 	res := &workerResult{PID: os.Getpid(), Report: r, Calls: st.Calls, Attempts: st.Attempts,
 		Entries: h.ledger.Entries(), Starts: h.ledger.Starts(), Claimed: map[string]string{}}
 	for i, s := range h.shapes {
@@ -236,19 +197,7 @@ func openShared(ctx context.Context, spec workerSpec) (*target, error) {
 }
 
 func (t *target) sharedSQLite(spec workerSpec) error {
-	dsn := sqliteDSN(spec.Name)
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return inputErr("--dsn", err)
-	}
-	d := db.Driver()
-	_ = db.Close()
-	if dc, ok := d.(driver.DriverContext); ok {
-		t.inner, err = dc.OpenConnector(dsn)
-		return err
-	}
-	t.inner = dsnConnector{d: d, dsn: dsn}
-	return nil
+	return t.sqliteConnector(sqliteDSN(spec.Name))
 }
 
 func (t *target) sharedPostgres(spec workerSpec) error {

@@ -212,19 +212,11 @@ func ratio(a, b int64) float64 {
 }
 
 // finish checks the invariants with injection off and builds the report.
-// An interrupted run is checked too, over what ran.
-func (h *harness) finish(ctx context.Context) (*RunReport, error) {
+// runReport is what a run of the tasks scenario measured, before any check:
+// the report a worker process sends its fleet's parent, and the start of a
+// single process's.
+func (h *harness) runReport() *RunReport {
 	cfg := h.cfg
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-	defer cancel()
-	lostClaims, claimProblems, err := h.lostClaims(cctx)
-	if err != nil {
-		return nil, fmt.Errorf("check leases: %w", err)
-	}
-	chk, err := h.store.Check(cctx, h.ledger)
-	if err != nil {
-		return nil, fmt.Errorf("check invariants: %w", err)
-	}
 	st := h.pol.Stats()
 	r := &RunReport{
 		Scenario: string(ScenarioTasks), Engine: cfg.Engine.String(), Mode: "sqlretry", Seed: cfg.Seed,
@@ -233,7 +225,7 @@ func (h *harness) finish(ctx context.Context) (*RunReport, error) {
 		Policy:     policyReport(cfg),
 		Operations: int(h.ops.Load()), Faults: map[string]int{}, Shapes: map[string]ShapeReport{},
 		Retries: st.Retries, SeriesCompleted: h.seriesDone.Load(), SeriesMaxRuns: seriesRuns, BudgetExhausted: st.BudgetExhausted,
-		Interrupted: h.interrupted, Problems: append(claimProblems, chk.Problems...),
+		Interrupted: h.interrupted,
 	}
 	if cfg.Naive {
 		r.Mode = "naive"
@@ -249,6 +241,24 @@ func (h *harness) finish(ctx context.Context) (*RunReport, error) {
 	h.reportShapes(r)
 	h.reportOutages(r, counts)
 	r.Settlement = h.verdicts.settlement(cfg, tasksSettlementNote)
+	return r
+}
+
+// An interrupted run is checked too, over what ran.
+func (h *harness) finish(ctx context.Context) (*RunReport, error) {
+	cfg := h.cfg
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	lostClaims, claimProblems, err := h.lostClaims(cctx)
+	if err != nil {
+		return nil, fmt.Errorf("check leases: %w", err)
+	}
+	chk, err := h.store.Check(cctx, h.ledger)
+	if err != nil {
+		return nil, fmt.Errorf("check invariants: %w", err)
+	}
+	r := h.runReport()
+	r.Problems = append(claimProblems, chk.Problems...)
 	r.Invariants = Invariants{Lost: chk.Lost, Duplicated: chk.Duplicated, DoubleCounted: chk.DoubleCounted,
 		AuditMismatch: chk.AuditMismatch, JobAttemptsBurned: chk.JobAttemptsBurned, LostClaims: lostClaims,
 		EndedEarly: chk.EndedEarly, UncountedStarts: chk.UncountedStarts, Misreported: chk.Misreported}

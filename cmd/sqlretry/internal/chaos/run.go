@@ -197,7 +197,19 @@ func run(ctx context.Context, cfg Config) (*RunReport, error) {
 		h.windows = append(h.windows, window{Outage: o, from: o.Offset, until: o.Offset + o.Length})
 	}
 
-	h.start = cfg.Now()
+	h.runWorkers(ctx, workers, tgt)
+	if cfg.Damage {
+		h.markDamage(h.ran)
+	}
+	h.clusterSettle()
+	return h.finish(ctx)
+}
+
+// runWorkers starts the clock and the faults, runs the workers until the
+// run's end or its interruption, then stops the faults and takes the final
+// sample.
+func (h *harness) runWorkers(ctx context.Context, workers []*worker, tgt *target) {
+	h.start = h.cfg.Now()
 	h.started.Store(true)
 	h.plan.Enable()
 	var wg sync.WaitGroup
@@ -216,11 +228,6 @@ func run(ctx context.Context, cfg Config) (*RunReport, error) {
 		_ = tgt.proxy.SetFault(proxy.Fault{Mode: proxy.Pass})
 	}
 	h.sample() // the final state
-	if cfg.Damage {
-		h.markDamage(h.ran)
-	}
-	h.clusterSettle()
-	return h.finish(ctx)
 }
 
 // openStores builds the policy under test, the store under test (the naive
