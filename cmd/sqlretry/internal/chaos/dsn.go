@@ -360,13 +360,9 @@ func (t *target) openPostgres(ctx context.Context, c Config, label string) error
 		t.settings = append(t.settings, t.fastDeadlocks(ctx, cfg, run))
 	}
 	if !c.NoProxy {
-		addr := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
-		if err := t.startProxy(addr, proxy.ProtocolPostgres); err != nil {
+		if err := t.proxyPostgres(run); err != nil {
 			return err
 		}
-		host, port, _ := net.SplitHostPort(t.proxy.Addr())
-		p, _ := strconv.Atoi(port)
-		run.Host, run.Port, run.Fallbacks = host, uint16(p), nil
 	}
 	t.inner = stdlib.GetConnector(*run)
 	return nil
@@ -420,13 +416,34 @@ func (t *target) openMySQL(ctx context.Context, c Config, label string) error {
 	// The driver logs every broken connection; the report counts them.
 	run.Logger = &gomysql.NopLogger{}
 	if !c.NoProxy {
-		if err := t.startProxy(cfg.Addr, proxy.ProtocolMySQL); err != nil {
+		if err := t.proxyMySQL(run); err != nil {
 			return err
 		}
-		run.Addr = t.proxy.Addr()
 	}
 	t.inner, err = gomysql.NewConnector(run)
 	return err
+}
+
+// proxyPostgres starts the wire proxy in front of cfg's server and points
+// cfg at it (its fallback hosts dropped: every connection goes through it).
+func (t *target) proxyPostgres(cfg *pgx.ConnConfig) error {
+	if err := t.startProxy(net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), proxy.ProtocolPostgres); err != nil {
+		return err
+	}
+	host, port, _ := net.SplitHostPort(t.proxy.Addr())
+	p, _ := strconv.Atoi(port)
+	cfg.Host, cfg.Port, cfg.Fallbacks = host, uint16(p), nil
+	return nil
+}
+
+// proxyMySQL starts the wire proxy in front of cfg's server and points cfg
+// at it.
+func (t *target) proxyMySQL(cfg *gomysql.Config) error {
+	if err := t.startProxy(cfg.Addr, proxy.ProtocolMySQL); err != nil {
+		return err
+	}
+	cfg.Addr = t.proxy.Addr()
+	return nil
 }
 
 func (t *target) startProxy(addr string, proto proxy.Protocol) error {

@@ -3,14 +3,11 @@ package chaos
 import (
 	"bufio"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,9 +17,6 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqlretry/sqlretry/cmd/sqlretry/internal/engine"
-	"github.com/sqlretry/sqlretry/faults"
-	"github.com/sqlretry/sqlretry/faults/proxy"
-	"github.com/sqlretry/sqlretry/taskstore"
 )
 
 // ServeWorker runs one worker process of a fleet ([Config.Processes]): it
@@ -93,41 +87,21 @@ func (e *workerEncoder) send(m workerMsg) error {
 func runWorker(ctx context.Context, spec workerSpec, start <-chan struct{}, enc *workerEncoder) (*workerResult, error) {
 	cfg := spec.config()
 	cfg.Progress = func(s Sample) { _ = enc.send(workerMsg{Sample: &s}) }
-	h := &harness{cfg: cfg, label: "ours", claimed: map[string]string{}, ledger: taskstore.NewLedger()}
-	for i := range h.shapes {
-		h.shapes[i] = &shapeStats{faults: map[string]int{}, failedBy: map[string]int{}}
-	}
+	h := newHarness(cfg, "ours")
 	tgt, err := openShared(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
 	defer tgt.close()
-	h.tgt = tgt
-	h.plan, err = faults.NewPlan(faults.Config{Rules: h.rules(), Seed: cfg.Seed, Now: func() time.Time { return epoch.Add(h.elapsed()) }})
-	if err != nil {
+	if err := h.openDB(tgt); err != nil {
 		return nil, err
 	}
-	h.plan.Disable()
-	h.db = sql.OpenDB(faults.Connector(tgt.inner, h.plan))
 	defer h.db.Close()
-	h.db.SetMaxOpenConns(cfg.Workers + 4)
-	h.db.SetMaxIdleConns(cfg.Workers + 4)
-
-	sctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
 	// The parent migrated; this Migrate finds the tables there and only
 	// checks, through the proxy, that the connections are not encrypted.
-	if err := h.openStores(sctx); err != nil {
+	workers, err := h.setUp(ctx, spec.FirstWorker)
+	if err != nil {
 		return nil, err
-	}
-	workers := make([]*worker, cfg.Workers)
-	for i := range workers {
-		if workers[i], err = h.newWorker(sctx, spec.FirstWorker+i); err != nil {
-			return nil, fmt.Errorf("set up worker %d: %w", spec.FirstWorker+i, err)
-		}
-	}
-	for _, o := range cfg.Outages {
-		h.windows = append(h.windows, window{Outage: o, from: o.Offset, until: o.Offset + o.Length})
 	}
 	if err := enc.send(workerMsg{Ready: true}); err != nil {
 		return nil, err
@@ -210,12 +184,9 @@ func (t *target) sharedPostgres(spec workerSpec) error {
 	}
 	cfg.RuntimeParams["search_path"] = spec.Name
 	if !spec.NoProxy {
-		if err := t.startProxy(net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), proxy.ProtocolPostgres); err != nil {
+		if err := t.proxyPostgres(cfg); err != nil {
 			return err
 		}
-		host, port, _ := net.SplitHostPort(t.proxy.Addr())
-		p, _ := strconv.Atoi(port)
-		cfg.Host, cfg.Port, cfg.Fallbacks = host, uint16(p), nil
 	}
 	t.inner = stdlib.GetConnector(*cfg)
 	return nil
@@ -229,10 +200,9 @@ func (t *target) sharedMySQL(spec workerSpec) error {
 	cfg.DBName = spec.Name
 	cfg.Logger = &gomysql.NopLogger{} // the report counts broken connections
 	if !spec.NoProxy {
-		if err := t.startProxy(cfg.Addr, proxy.ProtocolMySQL); err != nil {
+		if err := t.proxyMySQL(cfg); err != nil {
 			return err
 		}
-		cfg.Addr = t.proxy.Addr()
 	}
 	t.inner, err = gomysql.NewConnector(cfg)
 	return err

@@ -152,10 +152,7 @@ func run(ctx context.Context, cfg Config) (*RunReport, error) {
 	if cfg.Naive {
 		label = "naive"
 	}
-	h := &harness{cfg: cfg, label: label, claimed: map[string]string{}, ledger: taskstore.NewLedger()}
-	for i := range h.shapes {
-		h.shapes[i] = &shapeStats{faults: map[string]int{}, failedBy: map[string]int{}}
-	}
+	h := newHarness(cfg, label)
 	cl, err := startCluster(&cfg)
 	if err != nil {
 		return nil, err
@@ -167,34 +164,13 @@ func run(ctx context.Context, cfg Config) (*RunReport, error) {
 		return nil, err
 	}
 	defer tgt.close()
-	h.tgt = tgt
-
-	rules := h.rules()
-	h.plan, err = faults.NewPlan(faults.Config{Rules: rules, Seed: cfg.Seed, Now: func() time.Time { return epoch.Add(h.elapsed()) }})
+	if err := h.openDB(tgt); err != nil {
+		return nil, err
+	}
+	defer h.db.Close()
+	workers, err := h.setUp(ctx, 0)
 	if err != nil {
 		return nil, err
-	}
-	h.plan.Disable()
-	h.db = sql.OpenDB(faults.Connector(tgt.inner, h.plan))
-	defer h.db.Close()
-	h.db.SetMaxOpenConns(cfg.Workers + 4)
-	h.db.SetMaxIdleConns(cfg.Workers + 4)
-
-	sctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := h.openStores(sctx); err != nil {
-		return nil, err
-	}
-	workers := make([]*worker, cfg.Workers)
-	for i := range workers {
-		w, err := h.newWorker(sctx, i)
-		if err != nil {
-			return nil, fmt.Errorf("set up worker %d: %w", i, err)
-		}
-		workers[i] = w
-	}
-	for _, o := range cfg.Outages {
-		h.windows = append(h.windows, window{Outage: o, from: o.Offset, until: o.Offset + o.Length})
 	}
 
 	h.runWorkers(ctx, workers, tgt)
@@ -203,6 +179,54 @@ func run(ctx context.Context, cfg Config) (*RunReport, error) {
 	}
 	h.clusterSettle()
 	return h.finish(ctx)
+}
+
+// newHarness returns a harness for a run of the tasks scenario with cfg,
+// its stores' ledger empty.
+func newHarness(cfg Config, label string) *harness {
+	h := &harness{cfg: cfg, label: label, claimed: map[string]string{}, ledger: taskstore.NewLedger()}
+	for i := range h.shapes {
+		h.shapes[i] = &shapeStats{faults: map[string]int{}, failedBy: map[string]int{}}
+	}
+	return h
+}
+
+// openDB opens the run's pool on tgt, through a fault plan that starts
+// disabled. The caller closes h.db.
+func (h *harness) openDB(tgt *target) error {
+	h.tgt = tgt
+	var err error
+	h.plan, err = faults.NewPlan(faults.Config{Rules: h.rules(), Seed: h.cfg.Seed, Now: func() time.Time { return epoch.Add(h.elapsed()) }})
+	if err != nil {
+		return err
+	}
+	h.plan.Disable()
+	h.db = sql.OpenDB(faults.Connector(tgt.inner, h.plan))
+	h.db.SetMaxOpenConns(h.cfg.Workers + 4)
+	h.db.SetMaxIdleConns(h.cfg.Workers + 4)
+	return nil
+}
+
+// setUp opens the stores (migrating the schema, or checking it where a
+// fleet's parent migrated) and makes the workers, numbered from first, and
+// the outage windows.
+func (h *harness) setUp(ctx context.Context, first int) ([]*worker, error) {
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := h.openStores(sctx); err != nil {
+		return nil, err
+	}
+	workers := make([]*worker, h.cfg.Workers)
+	for i := range workers {
+		var err error
+		if workers[i], err = h.newWorker(sctx, first+i); err != nil {
+			return nil, fmt.Errorf("set up worker %d: %w", first+i, err)
+		}
+	}
+	for _, o := range h.cfg.Outages {
+		h.windows = append(h.windows, window{Outage: o, from: o.Offset, until: o.Offset + o.Length})
+	}
+	return workers, nil
 }
 
 // runWorkers starts the clock and the faults, runs the workers until the
