@@ -391,15 +391,14 @@ func (h *harness) clusterDone(began, ended time.Duration, err error) {
 }
 
 // spreadNote is what a run with multi-primary writes must be read with.
-// Seen on MariaDB 10.11 with galera-4 26.4 (chaos --cluster galera
-// --galera-routing spread --fault-rate 0: 4 to 17 claims in 10 s): a
-// transaction that a replicated write-set brute-force aborts while one of
-// its statements runs is rolled back, yet the statement succeeds and no
-// error follows (@@in_transaction reads 0 right after it); COMMIT then
-// commits nothing and says OK. The claim is told OK and its writes are
-// nowhere: the check counts it as an audit mismatch.
-const spreadNote = "multi-primary writes: MariaDB Galera can roll back a transaction a replicated write-set aborts while one of its " +
-	"statements runs and report nothing (COMMIT then says OK and commits nothing); the check counts such writes. "
+// Before the run's connections sent statements as text
+// (mysql.GaleraConnector), MariaDB 10.11 with galera-4 26.4 told 4 to 17
+// claims per 10 s OK that were nowhere (--fault-rate 0): a transaction a
+// replicated write set brute-force aborts while go-sql-driver runs one of
+// its prepared statements is rolled back with no error, and COMMIT commits
+// nothing and says OK. The same run through GaleraConnector held.
+const spreadNote = "multi-primary writes: statements are sent as text (interpolateParams), since on MariaDB Galera a transaction " +
+	"a replicated write set aborts during a prepared statement can be rolled back with no error, and COMMIT then says OK and commits nothing. "
 
 // clusterSettle waits, after the workload, for the cluster's events under
 // way (a Galera node still catching up): the checks compare every node, so

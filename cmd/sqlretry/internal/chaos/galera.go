@@ -14,6 +14,8 @@ import (
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/sqlretry/sqlretry/mysql"
 )
 
 // galeraNodes reads a Galera DSN: go-sql-driver's form with every node in
@@ -82,7 +84,10 @@ func newGaleraConnector(cfg *gomysql.Config, nodes []string, routing string) (*g
 		if c.Timeout == 0 {
 			c.Timeout = 2 * time.Second
 		}
-		conn, err := gomysql.NewConnector(c)
+		// Statements go as text, not prepared: on a prepared statement a
+		// transaction Galera brute-force aborts can be rolled back with no
+		// error, and COMMIT then says OK (mysql.GaleraConnector).
+		conn, err := mysql.GaleraConnector(c)
 		if err != nil {
 			return nil, inputErr("--dsn", err)
 		}
