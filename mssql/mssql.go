@@ -110,13 +110,9 @@ var Classifier sr.Classifier = sr.ClassifierFunc(Classify)
 // is permanent. driver.ErrBadConn, which go-mssqldb's RetryableError
 // matches, is retryable and not sent. Anything else goes to
 // [sr.ClassifyNeutral]. It never panics.
-func Classify(err error) sr.Class { return codes.Tag(classify(err), contention) }
+func Classify(err error) sr.Class { return codes.Classify(err, classify, contention) }
 
 func classify(err error) (c sr.Class) {
-	if err == nil {
-		return sr.ClassifyNeutral(nil)
-	}
-	defer codes.Recover(&c)
 	// One walk of the tree finds the first numbered error (errors.As) and
 	// the neutral verdict.
 	var (

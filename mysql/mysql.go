@@ -52,13 +52,9 @@ var invalidConn = sr.Class{Retryable: true, Phase: sr.Unknown, Code: "invalid-co
 // retryable with an unknown outcome, and anything else by
 // [sr.ClassifyNeutral] (go-sql-driver returns driver.ErrBadConn only when
 // nothing was written). It never panics.
-func Classify(err error) sr.Class { return codes.Tag(classify(err), contention) }
+func Classify(err error) sr.Class { return codes.Classify(err, classify, contention) }
 
 func classify(err error) (c sr.Class) {
-	if err == nil {
-		return sr.ClassifyNeutral(nil)
-	}
-	defer codes.Recover(&c)
 	// One walk of the tree answers every question: the first
 	// *mysql.MySQLError (errors.As), mysql.ErrInvalidConn (errors.Is) and
 	// the neutral verdict.

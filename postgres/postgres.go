@@ -108,11 +108,11 @@ var LibPQClassifier sr.Classifier = sr.ClassifierFunc(ClassifyLibPQ)
 // through its SQLState() method (pgx's *pgconn.PgError, lib/pq's *pq.Error)
 // and pgconn's proof that nothing was sent through SafeToRetry(), and falls
 // back to [sr.ClassifyNeutral]. It never panics, whatever err is.
-func Classify(err error) sr.Class { return codes.Tag(classify(pgTable, err), contention) }
+func Classify(err error) sr.Class { return codes.Classify(err, classifyPG, contention) }
 
 // ClassifyCockroach gives CockroachDB's verdict on err; see
 // [CockroachClassifier].
-func ClassifyCockroach(err error) sr.Class { return codes.Tag(classify(crdbTable, err), contention) }
+func ClassifyCockroach(err error) sr.Class { return codes.Classify(err, classifyCRDB, contention) }
 
 // ClassifyLibPQ is [Classify] with driver.ErrBadConn read as unknown; see
 // [LibPQClassifier].
@@ -125,13 +125,13 @@ func ClassifyLibPQ(err error) sr.Class {
 	return c
 }
 
+// classifyPG and classifyCRDB are classify with PostgreSQL's and
+// CockroachDB's tables.
+func classifyPG(err error) sr.Class   { return classify(pgTable, err) }
+func classifyCRDB(err error) sr.Class { return classify(crdbTable, err) }
+
+// classify reads a non-nil err with table t; Classify frames it.
 func classify(t *table, err error) (c sr.Class) {
-	if err == nil {
-		return sr.ClassifyNeutral(nil)
-	}
-	// A method of the error itself may panic (a typed nil pointer, say);
-	// the classifier must not.
-	defer codes.Recover(&c)
 	// One walk of the tree answers every question: the first server error
 	// and the first transport error (errors.As), a *pgconn.ConnectError on
 	// the chain, and the neutral verdict.

@@ -72,7 +72,7 @@ var Classifier sr.Classifier = sr.ClassifierFunc(Classify)
 // included), so a verify that reads "not applied" afterwards reads a final
 // answer and no Fencer is needed.
 func Classify(err error) sr.Class {
-	c := codes.Tag(classify(err, mattnPkg), contention)
+	c := codes.Classify(err, classifyModern, contention)
 	c.Ended = true
 	return c
 }
@@ -84,12 +84,12 @@ func contention(code string) bool {
 	return strings.HasPrefix(code, "SQLITE_BUSY") || strings.HasPrefix(code, "SQLITE_LOCKED")
 }
 
-// classify is Classify with mattn's import path a parameter, for tests.
+// classifyModern is classify with mattn's real import path.
+func classifyModern(err error) sr.Class { return classify(err, mattnPkg) }
+
+// classify reads a non-nil err, with mattn's import path a parameter, for
+// tests; Classify frames it.
 func classify(err error, mattn string) (c sr.Class) {
-	if err == nil {
-		return sr.ClassifyNeutral(nil)
-	}
-	defer codes.Recover(&c)
 	// One walk of the tree finds the first error with a Code method
 	// (errors.As), the first of mattn's types and the neutral verdict.
 	var (

@@ -97,6 +97,17 @@ func (n Number) Parse(code string) (int64, error) {
 	return v, nil
 }
 
+// Classify is the frame of an engine's classifier: nil gets the neutral
+// verdict of nil, a panic of the error's own methods the verdict Panicked
+// (a classifier never panics), and a retryable verdict its Kind (see Tag).
+func Classify(err error, classify func(error) sr.Class, contention func(code string) bool) (c sr.Class) {
+	if err == nil {
+		return sr.ClassifyNeutral(nil)
+	}
+	defer Recover(&c)
+	return Tag(classify(err), contention)
+}
+
 // Tag sets the Kind of a retryable verdict: Contention when contention says
 // its code is one of lock contention, Unavailable otherwise. A verdict that
 // is not retryable keeps KindUnknown.
