@@ -59,10 +59,13 @@ type rawVariant struct {
 	getAfter    bool   // the claim's last statement: SELECT the task back
 	checkInTx   bool   // SELECT @@in_transaction before COMMIT
 	wrap        bool   // through mysql.GaleraConnector
+	getText     bool   // the read-back SELECT as text (id written in), the rest as configured
+	dmlText     bool   // the UPDATE and INSERT as text (values written in), the rest as configured
 }
 
 func (v rawVariant) String() string {
-	return fmt.Sprintf("sync_wait=%d lock=%q query=%v interpolate=%v getAfter=%v wrap=%v", v.syncWait, v.lock, v.query, v.interpolate, v.getAfter, v.wrap)
+	return fmt.Sprintf("sync_wait=%d lock=%q query=%v interpolate=%v getAfter=%v wrap=%v getText=%v dmlText=%v",
+		v.syncWait, v.lock, v.query, v.interpolate, v.getAfter, v.wrap, v.getText, v.dmlText)
 }
 
 // TestGaleraRawClaimSilentRollback is the exploration behind
@@ -71,9 +74,14 @@ func (v rawVariant) String() string {
 // each COMMIT that returned nil left (logged, not asserted: the losses are
 // the server's). SQLRETRY_GALERA_RAW=1 runs it, SQLRETRY_GALERA_RAW_DUR sets
 // each variant's run (default 8 s), SQLRETRY_GALERA_RAW_ONLY=i runs variant
-// i alone. Measured on MariaDB 10.11.19 + galera-4: every prepared variant
-// with a SELECT after the writes loses claims (lost = notInTx); every text
-// (interpolate) variant, and GaleraConnector, loses none.
+// i alone. Measured on MariaDB 10.11.19 + galera-4: every variant whose
+// read-back SELECT (after the writes) is prepared loses claims, each with
+// @@in_transaction already 0 before COMMIT (lost = notInTx), whatever
+// wsrep_sync_wait, FOR UPDATE or SKIP LOCKED, QueryRow or Query; a variant
+// with the read-back sent as text loses none, even with the UPDATE and
+// INSERT prepared (getText), and one with only the UPDATE and INSERT as text
+// still loses (dmlText); no read-back, or everything as text
+// (interpolate, GaleraConnector), loses none.
 func TestGaleraRawClaimSilentRollback(t *testing.T) {
 	if os.Getenv("SQLRETRY_GALERA_RAW") == "" {
 		t.Skip("SQLRETRY_GALERA_RAW=1 runs the raw exploration")
@@ -88,6 +96,8 @@ func TestGaleraRawClaimSilentRollback(t *testing.T) {
 		{syncWait: 1, lock: "FOR UPDATE SKIP LOCKED", getAfter: true, interpolate: true},
 		{syncWait: 1, lock: "FOR UPDATE SKIP LOCKED", getAfter: true, wrap: true},
 		{syncWait: 0, lock: "", getAfter: false, checkInTx: true},
+		{syncWait: 1, lock: "FOR UPDATE SKIP LOCKED", getAfter: true, checkInTx: true, getText: true},
+		{syncWait: 1, lock: "FOR UPDATE SKIP LOCKED", getAfter: true, checkInTx: true, dmlText: true},
 	}
 	dur := 8 * time.Second
 	if v := os.Getenv("SQLRETRY_GALERA_RAW_DUR"); v != "" {
@@ -245,21 +255,37 @@ func rawClaim(ctx context.Context, db *sql.DB, v rawVariant, cand, claim, audit,
 	if id == 0 {
 		return 0, 0, nil
 	}
-	r, err := tx.ExecContext(ctx, claim, token, id)
+	var r sql.Result
+	if v.dmlText {
+		r, err = tx.ExecContext(ctx, strings.Replace(strings.Replace(claim, "?", "'"+token+"'", 1), "?", strconv.Itoa(id), 1))
+	} else {
+		r, err = tx.ExecContext(ctx, claim, token, id)
+	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("claim: %w", err)
 	}
 	if n, _ := r.RowsAffected(); n != 1 {
 		return 0, 0, fmt.Errorf("claim race: %d rows", n)
 	}
-	if _, err := tx.ExecContext(ctx, audit, token, id); err != nil {
+	auditArgs := []any{token, id}
+	if v.dmlText {
+		audit = strings.Replace(strings.Replace(audit, "?", "'"+token+"'", 1), "?", strconv.Itoa(id), 1)
+		auditArgs = nil
+	}
+	if _, err := tx.ExecContext(ctx, audit, auditArgs...); err != nil {
 		return 0, 0, fmt.Errorf("audit: %w", err)
 	}
 	if v.getAfter {
 		var a, b int64
 		var s string
 		var tok sql.NullString
-		if err := tx.QueryRowContext(ctx, get, id).Scan(&a, &b, &s, &tok); err != nil {
+		var row *sql.Row
+		if v.getText {
+			row = tx.QueryRowContext(ctx, strings.Replace(get, "?", strconv.Itoa(id), 1))
+		} else {
+			row = tx.QueryRowContext(ctx, get, id)
+		}
+		if err := row.Scan(&a, &b, &s, &tok); err != nil {
 			return 0, 0, fmt.Errorf("get: %w", err)
 		}
 	}
