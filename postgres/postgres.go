@@ -131,93 +131,103 @@ func classifyPG(err error) sr.Class   { return classify(pgTable, err) }
 func classifyCRDB(err error) sr.Class { return classify(crdbTable, err) }
 
 // classify reads a non-nil err with table t; Classify frames it.
-func classify(t *table, err error) (c sr.Class) {
-	// One walk of the tree answers every question: the first server error
-	// and the first transport error (errors.As), a *pgconn.ConnectError on
-	// the chain, and the neutral verdict.
-	var (
-		s                    sqlStater
-		code                 string
-		r                    safeToRetrier
-		foundS, foundR, conn bool
-	)
-	neutral := sr.ClassifyNeutralVisit(err, func(e error, chain bool) bool {
-		// errors.As's two questions, with the error's As method looked up
-		// once for both.
-		if !foundS {
-			s, foundS = asSQLStater(e)
-		}
-		if !foundR {
-			r, foundR = asSafeToRetrier(e)
-		}
-		if !foundS || !foundR {
-			if x, ok := e.(interface{ As(any) bool }); ok {
-				if !foundS {
-					s, foundS = asBy[sqlStater](x)
-				}
-				if !foundR {
-					r, foundR = asBy[safeToRetrier](x)
-				}
-			}
-		}
-		if foundS && code == "" {
-			code = s.SQLState()
-		}
-		if chain && !conn && maybeConnectError(e) {
-			conn = isConnectError(e)
-		}
-		// A server error decides, with what the chain above it said of the
-		// connection's startup, once nothing that follows can change the
-		// verdict: a ConnectError further down the chain (none below a
-		// server error that unwraps no further), or, for an 08 code, the
-		// transport error that says whether anything was sent.
-		return foundS && (!chain || conn || !unwraps(e)) && (foundR || !connectionException(code))
-	})
-	if foundS {
-		c, _ := t.lookup(code)
-		if conn {
-			// The server refused the connection's startup (08001, 08004,
-			// 53300, 57P03, 55000 "not currently accepting connections",
-			// 28xxx, 3D000...): pgconn wraps what it got before the
-			// connection was established in a *pgconn.ConnectError, and no
-			// statement of the caller's was sent. The code still decides
-			// whether a retry can help.
-			if c.Phase != sr.NotSent {
-				c.Phase = sr.NotSent
-				c.Reason += " (in reply to the connection's startup, inside a pgconn.ConnectError: nothing was sent)"
-			}
-			return c
-		}
-		if connectionException(code) && c.Retryable {
-			if foundR && r.SafeToRetry() {
-				c.Phase = sr.NotSent
-				c.Reason = "connection_exception before anything was sent (SafeToRetry)"
-			}
-		}
-		return c
+func classify(t *table, err error) sr.Class {
+	var w walk
+	neutral := sr.ClassifyNeutralVisit(err, w.visit)
+	if w.foundS {
+		return w.serverVerdict(t)
 	}
-	if foundR {
+	if w.foundR {
 		// A context that was already done is the caller's business, not a
 		// database fault: leave it to the neutral classifier.
 		if contextDone(err, neutral) {
 			return neutral
 		}
-		if r.SafeToRetry() {
+		if w.r.SafeToRetry() {
 			return sr.Class{Retryable: true, Phase: sr.NotSent, Code: "safe-to-retry", Reason: "pgconn SafeToRetry: the error happened before anything was sent"}
 		}
 		if connClosed(err) {
 			return sr.Class{Retryable: true, Phase: sr.Unknown, Code: "conn-closed", Reason: "pgconn: connection closed while receiving the response; the command may have run"}
 		}
 	}
-	c = neutral
-	if !c.Retryable && conn && strings.Contains(err.Error(), "ValidateConnect failed") {
+	c := neutral
+	if !c.Retryable && w.conn && strings.Contains(err.Error(), "ValidateConnect failed") {
 		return validateConnect
 	}
-	if c.Retryable && conn {
+	if c.Retryable && w.conn {
 		// A reset or timeout during the handshake (a server shutting down,
 		// seen in dbtest's restart tests) cannot have run a statement.
 		c.Phase = sr.NotSent
 		c.Reason = connectReason(c.Code)
+	}
+	return c
+}
+
+// walk is what one walk of an error's tree found: the first server error
+// and the first transport error (errors.As), a *pgconn.ConnectError on the
+// chain.
+type walk struct {
+	s                    sqlStater
+	code                 string
+	r                    safeToRetrier
+	foundS, foundR, conn bool
+}
+
+// visit is shown each error of the tree by sr.ClassifyNeutralVisit, which
+// gives the neutral verdict in the same walk; it returns true once nothing
+// that follows can change the verdict.
+func (w *walk) visit(e error, chain bool) bool {
+	// errors.As's two questions, with the error's As method looked up once
+	// for both.
+	if !w.foundS {
+		w.s, w.foundS = asSQLStater(e)
+	}
+	if !w.foundR {
+		w.r, w.foundR = asSafeToRetrier(e)
+	}
+	if !w.foundS || !w.foundR {
+		if x, ok := e.(interface{ As(any) bool }); ok {
+			if !w.foundS {
+				w.s, w.foundS = asBy[sqlStater](x)
+			}
+			if !w.foundR {
+				w.r, w.foundR = asBy[safeToRetrier](x)
+			}
+		}
+	}
+	if w.foundS && w.code == "" {
+		w.code = w.s.SQLState()
+	}
+	if chain && !w.conn && maybeConnectError(e) {
+		w.conn = isConnectError(e)
+	}
+	// A server error decides, with what the chain above it said of the
+	// connection's startup, once nothing that follows can change the
+	// verdict: a ConnectError further down the chain (none below a server
+	// error that unwraps no further), or, for an 08 code, the transport
+	// error that says whether anything was sent.
+	return w.foundS && (!chain || w.conn || !unwraps(e)) && (w.foundR || !connectionException(w.code))
+}
+
+// serverVerdict is the verdict on the server error the walk found.
+func (w *walk) serverVerdict(t *table) sr.Class {
+	c, _ := t.lookup(w.code)
+	if w.conn {
+		// The server refused the connection's startup (08001, 08004, 53300,
+		// 57P03, 55000 "not currently accepting connections", 28xxx,
+		// 3D000...): pgconn wraps what it got before the connection was
+		// established in a *pgconn.ConnectError, and no statement of the
+		// caller's was sent. The code still decides whether a retry can
+		// help.
+		if c.Phase != sr.NotSent {
+			c.Phase = sr.NotSent
+			c.Reason += " (in reply to the connection's startup, inside a pgconn.ConnectError: nothing was sent)"
+		}
+		return c
+	}
+	if connectionException(w.code) && c.Retryable && w.foundR && w.r.SafeToRetry() {
+		c.Phase = sr.NotSent
+		c.Reason = "connection_exception before anything was sent (SafeToRetry)"
 	}
 	return c
 }
