@@ -21,7 +21,10 @@ const (
 	// Postgres: PostgreSQL 9.5 or later through pgx or lib/pq.
 	Postgres
 	// MariaDB: MariaDB 10.6 or later (SKIP LOCKED), or MySQL 8, through
-	// go-sql-driver/mysql.
+	// go-sql-driver/mysql. On a MariaDB Galera cluster written through more
+	// than one node, open each node through mysql.GaleraConnector: with the
+	// driver's prepared statements, a claim the cluster aborted while it
+	// read its task back was rolled back with no error, and told OK.
 	MariaDB
 )
 
