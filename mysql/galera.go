@@ -15,10 +15,10 @@ import (
 //
 // Why: on MariaDB 10.11 (10.11.19 measured) with galera-4, a transaction
 // that another node's write set brute-force aborts while go-sql-driver runs
-// a prepared SELECT after the transaction's writes (the driver's default for
-// a statement with arguments) can be rolled back with no error reaching the
-// client: the SELECT returns its rows, @@in_transaction then reads 0, and
-// COMMIT commits nothing and says OK. With the raw driver, no sqlretry in the
+// the COM_STMT_PREPARE of a SELECT sent after the transaction's writes (the
+// driver prepares every statement with arguments by default) can be rolled
+// back with no error reaching the client: the SELECT returns its rows,
+// @@in_transaction then reads 0, and COMMIT commits nothing and says OK. With the raw driver, no sqlretry in the
 // path, claim-shaped transactions from two clients per node of a three-node
 // cluster (TestGaleraRawClaimSilentRollback) lost 44-182 per 10-15 s so, of
 // 2,400-5,000; with that SELECT sent as text, or everything, none of about
