@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -100,7 +102,7 @@ func galeraPorts(t TB) [][3]int {
 	for i := range out {
 		for j := range out[i] {
 			for {
-				p, err := freePort()
+				p, err := galeraPort()
 				if err != nil {
 					t.Fatalf("dbtest: free port: %v", err)
 				}
@@ -113,6 +115,25 @@ func galeraPorts(t TB) [][3]int {
 		}
 	}
 	return out
+}
+
+// galeraPort returns a port free now and outside the kernel's default
+// ephemeral range (32768-60999). A node's Galera ports are fixed once
+// chosen (the others name them), and a port freePort hands out can be
+// given to an outgoing connection's local end before the node binds it:
+// seen as a start that failed with the IST port "Address already in use"
+// while other tests connected. Ports below the range are never handed out
+// that way.
+func galeraPort() (int, error) {
+	for try := 0; try < 200; try++ {
+		p := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err == nil {
+			l.Close()
+			return p, nil
+		}
+	}
+	return freePort()
 }
 
 // node builds (but does not start) node i of the cluster.
