@@ -1,0 +1,44 @@
+#!/bin/bash
+# One run of the README's speed figures (issue 20): callgrind instruction
+# counts (GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1 GOGC=off; per call =
+# (total at 2n - total at n) / n), then wall ns of bench/, the interleaved
+# runs against the local PostgreSQL and SQLite, and pgxretry's settlement
+# CPU, at one commit. Needs valgrind and the local servers; writes
+# $SPEED_DIR/result.txt (default /tmp/speed). Run: bash bench/speed.sh
+set -u
+cd "$(dirname "$0")/.."
+mkdir -p "${SPEED_DIR:-/tmp/speed}"
+commit=$(git rev-parse --short HEAD)
+out=${SPEED_DIR:-/tmp/speed}/result.txt
+echo "commit $commit  $(date -u +%FT%TZ)  load $(cut -d' ' -f1-3 /proc/loadavg)" > $out
+cg() { # binary bench n -> total instructions
+  local f=${SPEED_DIR:-/tmp/speed}/cg.$RANDOM
+  GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1 GOGC=off valgrind --tool=callgrind --callgrind-out-file=$f "$1" -test.run '^$' -test.bench "$2" -test.benchtime=${3}x >/dev/null 2>&1
+  grep -m1 "^summary:\|^totals:" $f | awk '{print $2}'; rm -f $f
+}
+per() { # binary bench n
+  local a b; a=$(cg "$1" "$2" "$3"); b=$(cg "$1" "$2" $(( $3 * 2 ))); echo $(( (b - a) / $3 ))
+}
+go test -c -o ${SPEED_DIR:-/tmp/speed}/root.test . || exit 1
+for d in postgres mysql mssql sqlite; do go test -c -o ${SPEED_DIR:-/tmp/speed}/$d.test ./$d || exit 1; done
+for op in Query Exec; do
+  raw=$(per ${SPEED_DIR:-/tmp/speed}/root.test "BenchmarkWrapperPath/$op/raw\$" 20000)
+  wr=$(per ${SPEED_DIR:-/tmp/speed}/root.test "BenchmarkWrapperPath/$op/wrapped\$" 20000)
+  echo "wrapper $op raw $raw wrapped $wr added $((wr - raw))" >> $out
+done
+# Do's success path is not counted here: BenchmarkDo runs under b.Loop,
+# whose own bookkeeping dominates a call of ~100 instructions in callgrind.
+for c in net-reset fmt/net-reset sqlretry.Error/net-reset sqlretry.Error/net-timeout eof; do
+  echo "classify neutral $c $(per ${SPEED_DIR:-/tmp/speed}/root.test "BenchmarkClassifyPractice/$c\$" 50000)" >> $out
+done
+for d in postgres mysql mssql sqlite; do
+  cases=$(${SPEED_DIR:-/tmp/speed}/$d.test -test.run '^$' -test.bench BenchmarkClassifyPractice -test.benchtime=1x 2>/dev/null | grep -o 'BenchmarkClassifyPractice/[^ ]*' | sed 's/-[0-9]*$//; s/^BenchmarkClassifyPractice\///' | grep -E '^(net-reset|fmt/net-reset|sqlretry.Error/net-reset|sqlretry.Error/net-timeout|[a-z]+/[a-z0-9.]+-[0-9A-Za-z]+|[a-z]+/fmt/[a-z0-9.]+-[0-9A-Za-z]+)$' | sort -u | head -8)
+  for c in $cases; do echo "classify $d $c $(per ${SPEED_DIR:-/tmp/speed}/$d.test "BenchmarkClassifyPractice/$c\$" 50000)" >> $out; done
+done
+echo "--- bench/ (wall, load $(cut -d' ' -f1-3 /proc/loadavg))" >> $out
+(cd bench && GOWORK=off go test -run '^$' -bench 'Success|CommandTimeout' -benchmem -count 3 ./... 2>&1 | grep -E '^Benchmark' >> $out)
+echo "--- root wall (interleaved)" >> $out
+go test -run '^$' -bench 'BenchmarkSQLitePointReadInterleaved|BenchmarkPostgresSelect1Interleaved' -benchtime=100x -count 3 . 2>&1 | grep -E '^Benchmark|overhead' >> $out
+echo "--- pgxretry settlement" >> $out
+(cd pgxretry && go test -run '^$' -bench 'SettlementCPU' -benchtime 150x -count 3 . 2>&1 | grep -E '^Benchmark' >> $out)
+echo "done $(date -u +%FT%TZ)" >> $out
