@@ -150,7 +150,8 @@ func ClassifyNeutral(err error) Class {
 // Unwrap() error calls (errors.Unwrap's chain), not inside an *Error or
 // several errors joined. When visit returns true, the walk ends there: the
 // classifier has found what decides its verdict, and the Class returned is
-// the zero Class then. The walk goes at most 100 errors deep. It allocates
+// the zero Class then. The walk follows a chain at most maxChain (10,000)
+// errors deep. It allocates
 // nothing unless visit does; it is safe for concurrent use if visit is.
 // err must not be nil.
 func ClassifyNeutralVisit(err error, visit func(err error, chain bool) (stop bool)) Class {
@@ -231,6 +232,12 @@ var sentinels = [...]struct {
 	{net.ErrClosed, factReset},
 }
 
+// maxChain bounds how many errors of one chain a walk follows: far deeper
+// than any real wrapping (errors.As, which has no bound, finds an engine's
+// error 101 wrappers down, and so must a classifier: at 100 a deadlock so
+// wrapped lost its retry), yet finite for a chain that unwraps to itself.
+const maxChain = 10000
+
 // scan walks err's tree depth first, as errors.Is and errors.As do. The
 // types every network failure is made of (*net.OpError, *os.SyscallError,
 // syscall.Errno) and the Policy's own *Error are read directly: none of
@@ -240,7 +247,7 @@ var sentinels = [...]struct {
 // scanVisit is the same walk with ClassifyNeutralVisit's visit: kept apart,
 // so that ClassifyNeutral's walk pays nothing for it.
 func (f *facts) scan(err error) {
-	for depth := 0; err != nil && depth < 100; depth++ {
+	for depth := 0; err != nil && depth < maxChain; depth++ {
 		switch e := err.(type) {
 		case *net.OpError:
 			f.opError(e)
@@ -278,7 +285,7 @@ func (f *facts) scan(err error) {
 // reads it; chain says that err is on the single-Unwrap chain of the error
 // classified. It reports whether visit stopped the walk.
 func (f *facts) scanVisit(err error, chain bool, visit func(error, bool) bool) (stopped bool) {
-	for depth := 0; err != nil && depth < 100; depth++ {
+	for depth := 0; err != nil && depth < maxChain; depth++ {
 		switch e := err.(type) {
 		case *net.OpError:
 			f.opError(e)

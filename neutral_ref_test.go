@@ -74,7 +74,7 @@ var refSentinels = [...]struct {
 
 // scan walks err's tree depth first, as errors.Is and errors.As do.
 func (f *refFacts) scan(err error) {
-	for depth := 0; err != nil && depth < 100; depth++ {
+	for depth := 0; err != nil && depth < maxChain; depth++ {
 		f.node(err)
 		switch u := err.(type) {
 		case interface{ Unwrap() error }:

@@ -1,6 +1,9 @@
 package mysql
 
 import (
+	"context"
+	"database/sql"
+
 	"github.com/sqlretry/sqlretry/internal/marker"
 )
 
@@ -33,6 +36,16 @@ var markerDialect = marker.Dialect{
 	},
 	Classify:  Classify,
 	Duplicate: []string{"1062"}, // ER_DUP_ENTRY (MySQL server error reference)
+	Schema:    markerSchema,
+}
+
+// markerSchema is the database an unqualified marker table resolves to
+// through db: DATABASE(), the pool's (a transaction that runs USE another
+// database would otherwise insert its marker there).
+func markerSchema(ctx context.Context, db *sql.DB, _ marker.Name) (string, error) {
+	var schema sql.NullString
+	err := db.QueryRowContext(ctx, "SELECT DATABASE()").Scan(&schema)
+	return schema.String, err
 }
 
 // MarkerVerifier is a sqlretry.CommitVerifier for MySQL and MariaDB (InnoDB)

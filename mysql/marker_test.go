@@ -103,7 +103,7 @@ func waitForLockWaiter(t *testing.T, ctx context.Context, db *sql.DB) {
 	t.Helper()
 	for {
 		var n int
-		err := db.QueryRowContext(ctx, "SELECT count(*) FROM information_schema.processlist WHERE db = DATABASE() AND id <> CONNECTION_ID() AND info LIKE 'INSERT INTO sqlretry_commit_marks%'").Scan(&n)
+		err := db.QueryRowContext(ctx, "SELECT count(*) FROM information_schema.processlist WHERE db = DATABASE() AND id <> CONNECTION_ID() AND info LIKE 'INSERT INTO %sqlretry_commit_marks%'").Scan(&n)
 		if err != nil {
 			t.Fatalf("no session waited on the holder's lock: %v", err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/sqlretry/sqlretry"
 	"github.com/sqlretry/sqlretry/internal/marker"
 	"github.com/sqlretry/sqlretry/postgres"
 )
@@ -143,9 +144,31 @@ func (t *txRun) commitMarked(ctx context.Context, c *pgxpool.Conn, tx pgx.Tx, v 
 	case n == 0 && serverError(err):
 		t.stage, t.mark, t.hasMark = stageBody, "", false
 		_ = tx.Rollback(ctx)
+		if pgErrCode(err) == readOnlyTx {
+			// The transaction was read-only without pgx.ReadOnly saying so
+			// (SET TRANSACTION READ ONLY, default_transaction_read_only):
+			// the INSERT failed, COMMIT never ran, nothing was applied.
+			// Run it again, marked by pg_xact_status, as a declared one is.
+			t.pipelined, t.marking = false, true
+			return withVerdict(err, sqlretry.Class{Retryable: true, Phase: sqlretry.NotApplied, Code: readOnlyTx,
+				Reason: "the transaction is read-only, so the marker could not be inserted and COMMIT never ran: run again, marked by pg_xact_status"})
+		}
 		return t.failed(err)
 	}
 	return t.commitFailed(c, err)
+}
+
+// readOnlyTx is read_only_sql_transaction (PostgreSQL manual, Appendix A).
+const readOnlyTx = "25006"
+
+// pgErrCode returns the SQLSTATE of the server's error in err's chain, or
+// "".
+func pgErrCode(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
 }
 
 // serverError reports whether err is the server's error reply. (Its own

@@ -38,7 +38,10 @@ import (
 // errors.As finds the *pgconn.PgError), must not commit or roll back tx
 // itself nor end the transaction in SQL text (RunTx checks the session's
 // transaction status after fn: a transaction fn ended is treated as partly
-// committed, and a failure then ends in ErrAmbiguous), and must be free of
+// committed, and a failure then ends in ErrAmbiguous; COMMIT AND CHAIN
+// leaves the session inside a new transaction, which that check cannot
+// tell from the first, so a failure after it would run fn again over a
+// committed part: never use it in fn), and must be free of
 // side effects outside the transaction: it may run more than once. A panic
 // in fn rolls the transaction back and propagates. RunTx called with a
 // context fn received returns sqlretry.ErrNestedTx.

@@ -20,9 +20,10 @@ func (v *Verifier) InlineMark(then string) (key, stmt string, err error) {
 		// Only a test seam can do this: never write such a key into SQL.
 		return "", "", errors.New(v.name + ": NewKey returned " + strconv.Quote(key) + ", not a marker key")
 	}
+	st := v.stmt()
 	var b strings.Builder
-	b.Grow(len(v.stmt.inlineInsert) + len(key) + 32 + len(then))
-	b.WriteString(v.stmt.inlineInsert)
+	b.Grow(len(st.inlineInsert) + len(key) + 32 + len(then))
+	b.WriteString(st.inlineInsert)
 	b.WriteString(key)
 	b.WriteString("', ")
 	var num [20]byte

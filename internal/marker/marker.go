@@ -80,7 +80,10 @@ type Config struct {
 type Verifier struct {
 	name    string // "postgres: MarkerVerifier", for errors
 	d       *Dialect
-	stmt    statements
+	table   Name
+	stmts   atomic.Pointer[statements] // qualified once resolve has run
+	mu      sync.Mutex                 // serializes resolve
+	done    atomic.Bool                // resolve found the schema, or need not run
 	create  bool
 	maxWait time.Duration
 	ttl     time.Duration
@@ -105,7 +108,10 @@ func New(d *Dialect, c Config) (*Verifier, error) {
 	if err != nil {
 		return nil, v.fieldError("Table", err.Error())
 	}
-	v.stmt = d.statements(name)
+	v.table = name
+	st := d.statements(name)
+	v.stmts.Store(&st)
+	v.done.Store(name.Schema != "" || d.Schema == nil)
 	switch {
 	case c.MaxWait < 0:
 		return nil, v.fieldError("MaxWait", "is negative")
@@ -165,11 +171,51 @@ func (l *Lazy) Get(d *Dialect, c Config) (*Verifier, error) {
 	return l.v, l.err
 }
 
+// stmt returns the verifier's statements: with the table qualified once
+// resolve has run.
+func (v *Verifier) stmt() *statements { return v.stmts.Load() }
+
+// resolve qualifies an unqualified table name with the schema it resolves
+// to through db (the pool, not a user's transaction), once. Unqualified,
+// the marker INSERT sent inside a transaction that set its own search_path
+// (a schema per tenant) or database (USE) would land in another table than
+// the one the settle reads on another session: a committed transaction
+// would find no marker there, its tombstone would land, and it would run
+// again. RunTx calls BeforeTx, and so resolve, before each transaction.
+func (v *Verifier) resolve(ctx context.Context, db *sql.DB) error {
+	if v.done.Load() {
+		return nil
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.done.Load() {
+		return nil
+	}
+	schema, err := v.d.Schema(ctx, db, v.table)
+	if err != nil {
+		return fmt.Errorf("%s: resolving the marker table %s: %w", v.name, v.table, err)
+	}
+	if !isSchema(schema) {
+		// None, or a name the statements could not write unquoted: the
+		// table stays unqualified (and is asked about again next time).
+		return nil
+	}
+	st := v.d.statements(Name{Schema: schema, Table: v.table.Table})
+	v.stmts.Store(&st)
+	v.done.Store(true)
+	return nil
+}
+
+// isSchema reports whether s is a schema name the statements can write
+// unquoted: an identifier of at most 64 bytes (MySQL's limit; PostgreSQL's
+// is 63).
+func isSchema(s string) bool { return len(s) <= 64 && isIdentChars(s) }
+
 // Mark inserts a new key into the marker table inside tx and returns it:
 // one round trip.
 func (v *Verifier) Mark(ctx context.Context, tx *sql.Tx) (string, error) {
 	key := v.newKey()
-	if _, err := tx.ExecContext(ctx, v.stmt.insert, key, v.now().Unix(), 0); err != nil {
+	if _, err := tx.ExecContext(ctx, v.stmt().insert, key, v.now().Unix(), 0); err != nil {
 		return "", err
 	}
 	return key, nil
@@ -180,6 +226,9 @@ func (v *Verifier) Mark(ctx context.Context, tx *sql.Tx) (string, error) {
 // an error: the next one deletes what this one left.
 func (v *Verifier) BeforeTx(ctx context.Context, db *sql.DB) error {
 	if err := v.ensure(ctx, db); err != nil {
+		return err
+	}
+	if err := v.resolve(ctx, db); err != nil {
 		return err
 	}
 	if v.every > 0 && v.calls.Add(1)%v.every == 0 {
@@ -195,7 +244,7 @@ func (v *Verifier) Prune(ctx context.Context, db *sql.DB) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, v.maxWait)
 	defer cancel()
 	limit := max(v.every, 1) * pruneBatch
-	res, err := db.ExecContext(ctx, v.stmt.prune, v.now().Add(-v.ttl).Unix(), limit)
+	res, err := db.ExecContext(ctx, v.stmt().prune, v.now().Add(-v.ttl).Unix(), limit)
 	if err != nil {
 		return 0, err
 	}
@@ -214,7 +263,7 @@ func (v *Verifier) ensure(ctx context.Context, db *sql.DB) error {
 		return nil
 	}
 	var err error
-	for _, s := range v.stmt.ddl {
+	for _, s := range v.stmt().ddl {
 		if _, err = db.ExecContext(ctx, s); err != nil {
 			break
 		}

@@ -61,8 +61,8 @@ func TestNewDefaultsAndStatements(t *testing.T) {
 		prune:  "PRUNE sqlretry_commit_marks ? ?",
 		ddl:    []string{"CREATE sqlretry_commit_marks sqlretry_commit_marks_created_at"},
 	}
-	if v.stmt.insert != want.insert || v.stmt.lookup != want.lookup || v.stmt.prune != want.prune || strings.Join(v.stmt.ddl, ";") != strings.Join(want.ddl, ";") {
-		t.Errorf("statements: got %+v, want %+v", v.stmt, want)
+	if v.stmt().insert != want.insert || v.stmt().lookup != want.lookup || v.stmt().prune != want.prune || strings.Join(v.stmt().ddl, ";") != strings.Join(want.ddl, ";") {
+		t.Errorf("statements: got %+v, want %+v", *v.stmt(), want)
 	}
 	if v, _ := New(&testDialect, Config{PruneEvery: -1}); v.every != 0 {
 		t.Errorf("PruneEvery -1: got every %d, want 0 (never)", v.every)

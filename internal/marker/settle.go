@@ -20,6 +20,9 @@ func (v *Verifier) Committed(ctx context.Context, db *sql.DB, key string) (bool,
 	if !isKey(key) {
 		return false, errors.New(v.name + ": not a marker key: " + strconv.Quote(key))
 	}
+	if err := v.resolve(ctx, db); err != nil {
+		return false, err
+	}
 	wctx, cancel := context.WithTimeout(ctx, v.maxWait)
 	defer cancel()
 	pause := firstPause
@@ -59,7 +62,7 @@ func (v *Verifier) settle(ctx context.Context, db *sql.DB, key string) (bool, er
 	if err != nil || found {
 		return found && !tomb, err
 	}
-	_, err = db.ExecContext(ctx, v.stmt.insert, key, v.now().Unix(), 1)
+	_, err = db.ExecContext(ctx, v.stmt().insert, key, v.now().Unix(), 1)
 	switch {
 	case err == nil:
 		return false, nil // the marker can never commit now
@@ -79,7 +82,7 @@ func (v *Verifier) settle(ctx context.Context, db *sql.DB, key string) (bool, er
 // lookup reads the key's row: found, and whether it is a tombstone.
 func (v *Verifier) lookup(ctx context.Context, db *sql.DB, key string) (tomb, found bool, err error) {
 	var flag int64
-	err = db.QueryRowContext(ctx, v.stmt.lookup, key).Scan(&flag)
+	err = db.QueryRowContext(ctx, v.stmt().lookup, key).Scan(&flag)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, false, nil
 	}

@@ -97,7 +97,11 @@ type NodeCheck struct {
 	Rows     int64  `json:"rows"`               // rows in the run's tables
 	Checksum string `json:"checksum,omitempty"` // CHECKSUM TABLE of every table (Galera)
 	Agrees   bool   `json:"agrees"`
-	Err      string `json:"error,omitempty"`
+	// Unchecked: the node did not answer the final check (Err says why).
+	// On a throwaway cluster, whose every node should be back by then, it
+	// fails the run; on yours it is reported.
+	Unchecked bool   `json:"unchecked,omitempty"`
+	Err       string `json:"error,omitempty"`
 }
 
 // clustered reports whether c is a cluster run (--cluster or --failover).
@@ -456,14 +460,29 @@ func (h *harness) clusterFinish(ctx context.Context, r *RunReport) error {
 	samples := slices0(h.samples)
 	h.mu.Unlock()
 	cr.BaselineOpsPerSec = recoveries(samples, cr.Events)
+	judgeChecks(cr, r)
+	r.Cluster = cr
+	return nil
+}
+
+// judgeChecks counts into r the nodes of the final check that disagree
+// with the others, and, on a throwaway cluster, those that did not answer
+// (every node should be back by the end: one that is not could hold
+// anything).
+func judgeChecks(cr *ClusterReport, r *RunReport) {
 	for _, c := range cr.Checks {
+		if c.Unchecked {
+			r.Problems = append(r.Problems, fmt.Sprintf("node %s was not checked %s", c.Node, c.Err))
+			if cr.Throwaway {
+				r.Invariants.Diverged++
+			}
+			continue
+		}
 		if !c.Agrees {
 			r.Invariants.Diverged++
 			r.Problems = append(r.Problems, fmt.Sprintf("node %s: %d rows, checksum %s, does not agree with the other nodes %s", c.Node, c.Rows, c.Checksum, c.Err))
 		}
 	}
-	r.Cluster = cr
-	return nil
 }
 
 func slices0(s []Sample) []Sample { return append([]Sample(nil), s...) }
@@ -568,9 +587,12 @@ func (r *RunReport) writeCluster(w io.Writer) {
 		if !k.Agrees {
 			verdict = "DISAGREES " + k.Err
 		}
-		if k.Checksum != "" {
+		switch {
+		case k.Unchecked:
+			fmt.Fprintf(w, "  node %s: NOT CHECKED %s\n", k.Node, k.Err)
+		case k.Checksum != "":
 			fmt.Fprintf(w, "  node %s: %d rows, checksum %s: %s\n", k.Node, k.Rows, k.Checksum, verdict)
-		} else {
+		default:
 			fmt.Fprintf(w, "  checked on %s: %d rows\n", k.Node, k.Rows)
 		}
 	}

@@ -204,8 +204,9 @@ func (t *target) openGalera(ctx context.Context, c Config, label string) error {
 
 // checkGaleraNodes compares every live node's copy of the run's tables
 // (CHECKSUM TABLE, after wsrep_sync_wait): a node whose copy differs from
-// the first live node's disagrees. A node that does not answer is reported
-// and left out; at least one must answer.
+// the first live node's disagrees. A node that does not answer is marked
+// Unchecked (a throwaway cluster's fails the run); at least one must
+// answer.
 func (h *harness) checkGaleraNodes(ctx context.Context) ([]NodeCheck, error) {
 	first, nodes, err := galeraNodes(h.cfg.DSN)
 	if err != nil {
@@ -228,7 +229,7 @@ func (h *harness) checkGaleraNodes(ctx context.Context) ([]NodeCheck, error) {
 		nc := NodeCheck{Node: n}
 		nc.Rows, nc.Checksum, err = nodeChecksum(ctx, c)
 		if err != nil {
-			nc.Err, nc.Agrees = "(not checked: "+err.Error()+")", true
+			nc.Err, nc.Unchecked = "("+err.Error()+")", true
 			out = append(out, nc)
 			continue
 		}
@@ -244,7 +245,7 @@ func (h *harness) checkGaleraNodes(ctx context.Context) ([]NodeCheck, error) {
 
 // markAgreement sets Agrees on each node checked (with a checksum): the
 // ones whose checksum is the first checked node's. Nodes not checked (no
-// checksum: they did not answer) keep theirs.
+// checksum: they did not answer) are left as they are: Unchecked.
 func markAgreement(checks []NodeCheck) {
 	ref := ""
 	for i := range checks {
