@@ -84,7 +84,12 @@ func markerSchema(ctx context.Context, db *sql.DB, _ marker.Name) (string, error
 // Its fields, all optional (the zero value is ready to use):
 //
 //   - Table string: the marker table, optionally schema-qualified; if "",
-//     sqlretry_commit_marks, which must exist ([MarkerTableDDL]).
+//     sqlretry_commit_marks, which must exist ([MarkerTableDDL]). An
+//     unqualified name is qualified once, before the first transaction,
+//     with its database (DATABASE()) through the pool the verifier is
+//     first used with, so that a transaction that changes its
+//     database (USE) still marks the table the settle reads: use
+//     one verifier per database.
 //   - CreateTable bool: create the table and its index (IF NOT EXISTS) on
 //     first use on each *sql.DB, before the first transaction opens.
 //   - MaxWait time.Duration: how long Committed waits for a key another
