@@ -1,13 +1,10 @@
 package postgres
 
 import (
-	"context"
-	"database/sql"
 	"testing"
 	"time"
 
 	sr "github.com/sqlretry/sqlretry"
-	"github.com/sqlretry/sqlretry/internal/dbtest"
 )
 
 // TestMarkerSyncStandby is TestCommitVerifierSyncStandby for the marker
@@ -25,17 +22,7 @@ func TestMarkerSyncStandby(t *testing.T) {
 			&MarkerVerifier{CreateTable: true, MaxWait: 500 * time.Millisecond})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := dbtest.StartPostgresReplica(t, dbtest.ReplicaOptions{Sync: true})
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			db, err := sql.Open("pgx", r.Primary.DSN())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			if _, err := db.ExecContext(ctx, "CREATE TABLE t (v int)"); err != nil {
-				t.Fatal(err)
-			}
+			r, ctx, db := syncPrimary(t)
 			if err := tc.v.(sr.TxSetup).BeforeTx(ctx, db); err != nil {
 				t.Fatal(err)
 			}

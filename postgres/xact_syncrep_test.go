@@ -18,17 +18,7 @@ import (
 // lacks, and a failover loses it. Committed must not call it applied before
 // the synchronous standby has it.
 func TestCommitVerifierSyncStandby(t *testing.T) {
-	r := dbtest.StartPostgresReplica(t, dbtest.ReplicaOptions{Sync: true})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	db, err := sql.Open("pgx", r.Primary.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.ExecContext(ctx, "CREATE TABLE t (v int)"); err != nil {
-		t.Fatal(err)
-	}
+	r, ctx, db := syncPrimary(t)
 	// While the standby follows, a committed transaction is settled (a
 	// long MaxWait: the standby's confirmation must not race a timer).
 	follow := CommitVerifier{MaxWait: 30 * time.Second}
@@ -73,6 +63,24 @@ func TestCommitVerifierSyncStandby(t *testing.T) {
 	if ok, err := v.Committed(ctx, promoted, first); ok || !errors.Is(err, ErrHistoryChanged) {
 		t.Errorf("asked on the promoted standby: got %v, %v; want false, ErrHistoryChanged", ok, err)
 	}
+}
+
+// syncPrimary starts a primary with a synchronous standby and returns it,
+// a context for the test and a pool of the primary with a table t (v int).
+func syncPrimary(t *testing.T) (*dbtest.PostgresReplica, context.Context, *sql.DB) {
+	t.Helper()
+	r := dbtest.StartPostgresReplica(t, dbtest.ReplicaOptions{Sync: true})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	db, err := sql.Open("pgx", r.Primary.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.ExecContext(ctx, "CREATE TABLE t (v int)"); err != nil {
+		t.Fatal(err)
+	}
+	return r, ctx, db
 }
 
 // promoteWithout stops the primary at once, promotes the standby, checks

@@ -1,15 +1,12 @@
 package postgres
 
 import (
-	"context"
 	"database/sql"
 	"errors"
 	"testing"
 	"time"
 
 	_ "github.com/lib/pq"
-
-	"github.com/sqlretry/sqlretry/internal/dbtest"
 )
 
 // TestSyncBarrierCutShort: the verifiers prove that the synchronous
@@ -23,18 +20,9 @@ import (
 // true. (A statement_timeout does not cut the wait: PostgreSQL disables it
 // before the commit itself runs.)
 func TestSyncBarrierCutShort(t *testing.T) {
-	r := dbtest.StartPostgresReplica(t, dbtest.ReplicaOptions{Sync: true})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	db, err := sql.Open("pgx", r.Primary.DSN())
-	if err != nil {
+	r, ctx, db := syncPrimary(t)
+	if _, err := db.ExecContext(ctx, MarkerTableDDL); err != nil {
 		t.Fatal(err)
-	}
-	defer db.Close()
-	for _, q := range []string{"CREATE TABLE t (v int)", MarkerTableDDL} {
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			t.Fatal(err)
-		}
 	}
 	if err := r.StopReceiving(ctx); err != nil {
 		t.Fatal(err)
