@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"strings"
 
 	"github.com/sqlretry/sqlretry/internal/marker"
 )
@@ -37,6 +38,7 @@ var markerDialect = marker.Dialect{
 	Classify:  Classify,
 	Duplicate: []string{"1062"}, // ER_DUP_ENTRY (MySQL server error reference)
 	Schema:    markerSchema,
+	Quote:     func(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" },
 }
 
 // markerSchema is the database an unqualified marker table resolves to

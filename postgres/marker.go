@@ -40,20 +40,17 @@ var markerDialect = marker.Dialect{
 	Duplicate: []string{"23505"}, // unique_violation (PostgreSQL manual, Appendix A)
 	Confirm:   confirmReplicated,
 	Schema:    markerSchema,
+	Quote:     func(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` },
 }
 
 // markerSchema is the schema an unqualified marker table resolves to
 // through db: the table's own if it exists, else current_schema() (where
-// CREATE TABLE would put it). A schema whose name an unquoted identifier
-// would not keep (upper case folds to lower) is not used.
+// CREATE TABLE would put it).
 func markerSchema(ctx context.Context, db *sql.DB, t marker.Name) (string, error) {
 	var schema sql.NullString
 	err := db.QueryRowContext(ctx, "SELECT coalesce((SELECT n.nspname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "+
 		"WHERE c.oid = pg_catalog.to_regclass($1)), pg_catalog.current_schema())", t.String()).Scan(&schema)
-	if err != nil || schema.String != strings.ToLower(schema.String) {
-		return "", err
-	}
-	return schema.String, nil
+	return schema.String, err
 }
 
 // MarkerVerifier is a sqlretry.CommitVerifier that settles an ambiguous COMMIT

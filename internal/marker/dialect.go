@@ -35,12 +35,14 @@ type Dialect struct {
 	// standbys was cancelled committed on the primary alone).
 	Confirm func(ctx context.Context, db *sql.DB, maxWait time.Duration) error
 	// Schema, if set, returns the schema an unqualified table name t
-	// resolves to through db, or "" if it cannot tell (or the schema is
-	// no identifier the verifier can write unquoted). The verifier then
+	// resolves to through db, or "" if there is none. The verifier then
 	// writes the name qualified, so that the marker INSERT inside a user's
 	// transaction and the lookups of another session name the same table
 	// whatever search_path or database that transaction switched to.
 	Schema func(ctx context.Context, db *sql.DB, t Name) (string, error)
+	// Quote writes a schema name Schema returned as a quoted identifier
+	// (any name: upper case, a hyphen, a keyword). Set with Schema.
+	Quote func(schema string) string
 }
 
 // Name is a table name, optionally qualified by a schema (or, for SQLite,
@@ -86,12 +88,8 @@ func (e *nameError) Error() string {
 		strconv.Itoa(maxIdent) + " bytes), optionally after a schema and a dot"
 }
 
-func isIdent(s string) bool { return len(s) <= maxIdent && isIdentChars(s) }
-
-// isIdentChars reports whether s is a letter or underscore followed by
-// letters, digits or underscores.
-func isIdentChars(s string) bool {
-	if s == "" {
+func isIdent(s string) bool {
+	if s == "" || len(s) > maxIdent {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

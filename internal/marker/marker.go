@@ -181,7 +181,10 @@ func (v *Verifier) stmt() *statements { return v.stmts.Load() }
 // (a schema per tenant) or database (USE) would land in another table than
 // the one the settle reads on another session: a committed transaction
 // would find no marker there, its tombstone would land, and it would run
-// again. RunTx calls BeforeTx, and so resolve, before each transaction.
+// again. The schema is written quoted (Dialect.Quote), whatever its name.
+// The first answer is final, even none (an empty search_path): a later one
+// could name another table than one a transaction was already marked in.
+// RunTx calls BeforeTx, and so resolve, before each transaction.
 func (v *Verifier) resolve(ctx context.Context, db *sql.DB) error {
 	if v.done.Load() {
 		return nil
@@ -195,21 +198,13 @@ func (v *Verifier) resolve(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return fmt.Errorf("%s: resolving the marker table %s: %w", v.name, v.table, err)
 	}
-	if !isSchema(schema) {
-		// None, or a name the statements could not write unquoted: the
-		// table stays unqualified (and is asked about again next time).
-		return nil
+	if schema != "" {
+		st := v.d.statements(Name{Schema: v.d.Quote(schema), Table: v.table.Table})
+		v.stmts.Store(&st)
 	}
-	st := v.d.statements(Name{Schema: schema, Table: v.table.Table})
-	v.stmts.Store(&st)
 	v.done.Store(true)
 	return nil
 }
-
-// isSchema reports whether s is a schema name the statements can write
-// unquoted: an identifier of at most 64 bytes (MySQL's limit; PostgreSQL's
-// is 63).
-func isSchema(s string) bool { return len(s) <= 64 && isIdentChars(s) }
 
 // Mark inserts a new key into the marker table inside tx and returns it:
 // one round trip.
@@ -225,10 +220,12 @@ func (v *Verifier) Mark(ctx context.Context, tx *sql.Tx) (string, error) {
 // and every PruneEvery-th call prunes old markers. A failed prune is not
 // an error: the next one deletes what this one left.
 func (v *Verifier) BeforeTx(ctx context.Context, db *sql.DB) error {
-	if err := v.ensure(ctx, db); err != nil {
+	// Resolved first, so that CreateTable creates the table where the
+	// statements name it.
+	if err := v.resolve(ctx, db); err != nil {
 		return err
 	}
-	if err := v.resolve(ctx, db); err != nil {
+	if err := v.ensure(ctx, db); err != nil {
 		return err
 	}
 	if v.every > 0 && v.calls.Add(1)%v.every == 0 {
