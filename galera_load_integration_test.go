@@ -62,11 +62,7 @@ func (e *galeraEnv) newLoad(t *testing.T, run, calls int) *load {
 	l := &load{e: e, run: run, calls: calls, up: make([]atomic.Bool, len(e.dbs)), stop: make(chan struct{})}
 	t.Cleanup(l.finish) // writers never outlive a failed test
 	for i := range e.dbs {
-		db, err := sql.Open("mysql", e.g.Nodes[i].DSN())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
+		db := openGaleraNode(t, e.g.Nodes[i].DSN())
 		p, err := sr.New(sr.Config{
 			Classifier:     mysql.Classifier,
 			BaseDelay:      5 * time.Millisecond,
