@@ -18,7 +18,10 @@ import (
 // the COM_STMT_PREPARE of a SELECT sent after the transaction's writes (the
 // driver prepares every statement with arguments by default) can be rolled
 // back with no error reaching the client: the SELECT returns its rows,
-// @@in_transaction then reads 0, and COMMIT commits nothing and says OK. With the raw driver, no sqlretry in the
+// @@in_transaction then reads 0, what follows runs in autocommit, and COMMIT
+// says OK. (The root package's TestGalera, with prepared statements, once
+// saw a transaction applied in part so: its INSERT committed after its
+// UPDATE had been rolled back.) With the raw driver, no sqlretry in the
 // path, claim-shaped transactions from two clients per node of a three-node
 // cluster (TestGaleraRawClaimSilentRollback) lost 44-182 per 10-15 s so, of
 // 2,400-5,000; with that SELECT sent as text, or everything, none of about
