@@ -109,9 +109,14 @@ const markThenCommit = "; COMMIT"
 // order and abandons the rest at the first error, so:
 //
 //   - two results: the INSERT and COMMIT both ran: committed;
-//   - no result and the server's error: the INSERT failed, COMMIT never
-//     ran, the transaction is aborted: a failure before COMMIT (even if the
-//     session then ended: it ended after the INSERT's error);
+//   - no result and an error of the statement, on a session that lives
+//     on: the INSERT failed, COMMIT never ran, the transaction is aborted:
+//     a failure before COMMIT;
+//   - no result and a FATAL error, or a session that ended: settled by
+//     the key like what follows. The server flushes the INSERT's reply
+//     before a FATAL of its own, but a pooler in between (pgbouncer's
+//     "server conn crashed?") answers for a backend that died after its
+//     COMMIT was durable and before its replies went out;
 //   - anything else (the connection lost before either reply, or after the
 //     INSERT's, COMMIT's own error): COMMIT may have run; the key, known
 //     since before the send, settles it.
@@ -141,7 +146,7 @@ func (t *txRun) commitMarked(ctx context.Context, c *pgxpool.Conn, tx pgx.Tx, v 
 		return pgx.ErrTxCommitRollback // as tx.Commit says it: not committed
 	case err == nil:
 		return nil
-	case n == 0 && serverError(err):
+	case n == 0 && statementError(err) && !c.Conn().PgConn().IsClosed():
 		t.stage, t.mark, t.hasMark = stageBody, "", false
 		_ = tx.Rollback(ctx)
 		if pgErrCode(err) == readOnlyTx {
@@ -171,9 +176,10 @@ func pgErrCode(err error) string {
 	return ""
 }
 
-// serverError reports whether err is the server's error reply. (Its own
+// statementError reports whether err is the server's error reply to a
+// statement, not one that ends the session (FATAL, PANIC). (Its own
 // function: the target errors.As needs escapes, and allocates only here.)
-func serverError(err error) bool {
+func statementError(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr)
+	return errors.As(err, &pgErr) && pgErr.Severity != "FATAL" && pgErr.Severity != "PANIC"
 }
