@@ -147,30 +147,14 @@ func Lookup[N any](code string, parse func(string) (N, error), what string, find
 	return find(n)
 }
 
-// As is errors.AsType for an interface type T, with match doing the type
-// assertion (`e, ok := err.(T)`) outside generic code: there the runtime
-// caches the assertion at its call site, where errors.AsType's generic one
-// looks T's method table up again at every link of the chain. It walks as
-// errors.As does (see walk), As methods included; T must be a driver
-// error's interface, which none of the types walk passes through
-// implements (TestAsPassesThroughNetworkErrors). The classifiers ask AsOne
-// in their one walk (sr.ClassifyNeutralVisit); As is AsOne's walk alone,
-// which the tests hold to errors.As.
-func As[T any](err error, match func(error) (T, bool)) (T, bool) {
-	var found T
-	ok := walk(err, func(err error) bool {
-		e, ok := AsOne(err, match)
-		if ok {
-			found = e
-		}
-		return ok
-	})
-	return found, ok
-}
-
-// AsOne is As's test of one error of a tree, for a classifier that walks
-// the tree once with sr.ClassifyNeutralVisit: match's type assertion, then
-// the error's own As method, as errors.As tries each error.
+// AsOne is errors.As's test of one error of a tree for an interface type
+// T, for a classifier that walks the tree once with
+// sr.ClassifyNeutralVisit: match's type assertion (`e, ok := err.(T)`,
+// outside generic code: there the runtime caches the assertion at its call
+// site, where errors.AsType's generic one looks T's method table up again
+// at every link), then the error's own As method, as errors.As tries each
+// error. T must be a driver error's interface, which none of the network
+// error types implements (TestAsPassesThroughNetworkErrors).
 func AsOne[T any](err error, match func(error) (T, bool)) (T, bool) {
 	if e, ok := match(err); ok {
 		return e, true
@@ -185,7 +169,7 @@ func AsOne[T any](err error, match func(error) (T, bool)) (T, bool) {
 	return zero, false
 }
 
-// IsOne is Is's test of one error of a tree (see AsOne).
+// IsOne is errors.Is's test of one error of a tree (see AsOne).
 func IsOne(err, target error) bool {
 	if err == target {
 		return true
