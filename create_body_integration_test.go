@@ -2,10 +2,8 @@ package sqlretry_test
 
 import (
 	"context"
-	"database/sql"
 	"testing"
 
-	sr "github.com/sqlretry/sqlretry"
 	"github.com/sqlretry/sqlretry/internal/dbtest"
 	srmysql "github.com/sqlretry/sqlretry/mysql"
 )
@@ -18,26 +16,7 @@ import (
 // autocommit: INSERT and COMMIT reported success, the first write was gone.
 func TestCreateProcedureBodyRunsNothingMariaDB(t *testing.T) {
 	ctx := context.Background()
-	dsn := dbtest.FreshMySQL(t)
-	p := newPolicy(t, sr.Config{Classifier: srmysql.Classifier})
-	db, err := sr.Open("mysql", dsn, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	admin, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	if _, err := db.ExecContext(ctx, "CREATE TABLE t (a int) ENGINE=InnoDB"); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn, admin := trackedSession(t, ctx, "mysql", dbtest.FreshMySQL(t), srmysql.Classifier, "CREATE TABLE t (a int) ENGINE=InnoDB")
 	for _, q := range []string{
 		"SET autocommit = 0",
 		"CREATE PROCEDURE p() BEGIN DECLARE x INT; SET autocommit = 1; END",

@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	sr "github.com/sqlretry/sqlretry"
 	"github.com/sqlretry/sqlretry/internal/dbtest"
 	"github.com/sqlretry/sqlretry/postgres"
 )
@@ -20,23 +19,8 @@ import (
 // session in autocommit, the caller's later COMMIT "succeeds", and the
 // transaction's earlier write is gone.
 func TestReview2BeginAtomicEndsTrackedTx(t *testing.T) {
-	dsn := dbtest.FreshPostgres(t)
-	p := newPolicy(t, sr.Config{Classifier: postgres.Classifier})
-	db, err := sr.Open("pgx", dsn, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	admin := openPG(t, dsn)
 	ctx := context.Background()
-	if _, err := db.ExecContext(ctx, "CREATE TABLE t (a int)"); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn, admin := trackedSession(t, ctx, "pgx", dbtest.FreshPostgres(t), postgres.Classifier, "CREATE TABLE t (a int)")
 	for _, q := range []string{
 		"BEGIN",
 		"INSERT INTO t VALUES (1)",

@@ -2,10 +2,8 @@ package sqlretry_test
 
 import (
 	"context"
-	"database/sql"
 	"testing"
 
-	sr "github.com/sqlretry/sqlretry"
 	"github.com/sqlretry/sqlretry/internal/dbtest"
 	srmysql "github.com/sqlretry/sqlretry/mysql"
 )
@@ -20,28 +18,7 @@ import (
 func TestReview2SetAutocommitDefault(t *testing.T) {
 	ctx := context.Background()
 	srv := dbtest.StartMariaDBWith(t, dbtest.Options{Settings: map[string]string{"autocommit": "0"}})
-	dsn := srv.DSN()
-	p := newPolicy(t, sr.Config{Classifier: srmysql.Classifier})
-	db, err := sr.Open("mysql", dsn, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	admin, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	for _, q := range []string{"CREATE TABLE t (a int) ENGINE=InnoDB", "COMMIT"} {
-		if _, err := admin.ExecContext(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn, admin := trackedSession(t, ctx, "mysql", srv.DSN(), srmysql.Classifier, "CREATE TABLE t (a int) ENGINE=InnoDB", "COMMIT")
 	for _, q := range []string{"SET autocommit = DEFAULT", "INSERT INTO t VALUES (1)"} {
 		if _, err := conn.ExecContext(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	sr "github.com/sqlretry/sqlretry"
 )
 
 func sprintf(f string, a ...any) string { return fmt.Sprintf(f, a...) }
@@ -64,4 +66,33 @@ func afterSessionDies(t *testing.T, ctx context.Context, conn *sql.Conn, admin *
 	if insErr == nil && commitErr == nil && len(rows) != 2 {
 		t.Errorf("INSERT and COMMIT of the transaction reported success, yet the table holds %v (want [1 2]): the first write is lost and the second committed alone", rows)
 	}
+}
+
+// trackedSession opens dsn through the Connector (classifier c) and as a
+// plain admin pool, runs setup on the admin pool (CREATE TABLE t ...), and
+// returns one session of the wrapped pool, whose tracker the test drives,
+// and the admin pool; all are closed at the test's end.
+func trackedSession(t *testing.T, ctx context.Context, driver, dsn string, c sr.Classifier, setup ...string) (*sql.Conn, *sql.DB) {
+	t.Helper()
+	db, err := sr.Open(driver, dsn, newPolicy(t, sr.Config{Classifier: c}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	admin, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	for _, q := range setup {
+		if _, err := admin.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn, admin
 }

@@ -2,7 +2,6 @@ package sqlretry_test
 
 import (
 	"context"
-	"database/sql"
 	"testing"
 
 	sr "github.com/sqlretry/sqlretry"
@@ -39,26 +38,7 @@ func TestReview2ForeignCommitInCommentOrString(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			dsn := c.dsn(t)
-			p := newPolicy(t, sr.Config{Classifier: c.class})
-			db, err := sr.Open(c.driver, dsn, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			admin, err := sql.Open(c.driver, dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer admin.Close()
-			if _, err := db.ExecContext(ctx, "CREATE TABLE t (a int)"); err != nil {
-				t.Fatal(err)
-			}
-			conn, err := db.Conn(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
+			conn, admin := trackedSession(t, ctx, c.driver, c.dsn(t), c.class, "CREATE TABLE t (a int)")
 			for _, q := range []string{"BEGIN", "INSERT INTO t VALUES (1)"} {
 				if _, err := conn.ExecContext(ctx, q); err != nil {
 					t.Fatalf("%s: %v", q, err)
