@@ -18,6 +18,12 @@ import (
 // a fault proxy.
 func cutFixture(t *testing.T) (*fixture, *proxy.Proxy) {
 	t.Helper()
+	return cutFixtureMode(t, pgx.QueryExecModeCacheStatement)
+}
+
+// cutFixtureMode is cutFixture with the pool under test in exec mode mode.
+func cutFixtureMode(t *testing.T, mode pgx.QueryExecMode) (*fixture, *proxy.Proxy) {
+	t.Helper()
 	f := newFixture(t, nil)
 	px, err := proxy.New(proxy.Config{Target: "127.0.0.1:5432", Protocol: proxy.ProtocolPostgres})
 	if err != nil {
@@ -32,7 +38,10 @@ func cutFixture(t *testing.T) (*fixture, *proxy.Proxy) {
 	q := u.Query()
 	q.Set("sslmode", "disable")
 	u.RawQuery = q.Encode()
-	f.pool = openPool(t, u.String(), appName, func(c *pgxpool.Config) { c.MaxConns = 4 })
+	f.pool = openPool(t, u.String(), appName, func(c *pgxpool.Config) {
+		c.MaxConns = 4
+		c.ConnConfig.DefaultQueryExecMode = mode
+	})
 	f.w = pgxretry.New(f.pool, f.p)
 	f.exec(t, itemsTable)
 	return f, px

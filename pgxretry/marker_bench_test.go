@@ -25,28 +25,42 @@ import (
 //   - none: an Op with a Verify of its own (nothing marked; the baseline);
 //   - xact: pg_xact_status, its mark taken by a query before COMMIT;
 //   - marker: WithMarker, the marker INSERT sent with COMMIT (pruning every
-//     100 transactions included).
+//     100 transactions included), as a pipeline of the two statements
+//     prepared (pgx's default exec mode);
+//   - none-text and marker-text: none and marker on a one-connection pool in
+//     another exec mode (QueryExecModeExec), where the marker goes as one
+//     simple query ("INSERT ...; COMMIT", the values written in); the
+//     body's own statements cost more there, so marker-text's overhead is
+//     over none-text.
 //
 // Blocks of 16 transactions of each variant alternate, their order rotating
 // each round; a variant's overhead is the median over rounds of its
 // block's time over none's, minus one.
 
-// settlementVariants returns the three variants running body, and their
-// one-connection pool.
-func settlementVariants(b testing.TB, body func(ctx context.Context, tx pgx.Tx) error) ([]string, []func() error, *pgxpool.Pool) {
+// settlementVariants returns the four variants running body, and their
+// one-connection pools.
+func settlementVariants(b testing.TB, body func(ctx context.Context, tx pgx.Tx) error) ([]string, []func() error, []*pgxpool.Pool) {
 	pool, w := benchFixture(b)
 	wm := pgxretry.New(pool, w.Policy(), pgxretry.WithMarker(&postgres.MarkerVerifier{CreateTable: true}))
 	b.Cleanup(wm.Close)
+	textPool := openPool(b, pool.Config().ConnString(), "pgxretry_bench_text", func(c *pgxpool.Config) {
+		c.MaxConns = 1
+		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	})
+	wt := pgxretry.New(textPool, w.Policy(), pgxretry.WithMarker(&postgres.MarkerVerifier{CreateTable: true}))
+	b.Cleanup(wt.Close)
 	ctx := context.Background()
 	verify := func(context.Context) (bool, error) { return false, nil }
 	run := func(w *pgxretry.Pool, op sqlretry.Op) func() error {
 		return func() error { return w.RunTx(ctx, op, pgx.TxOptions{}, body) }
 	}
-	return []string{"none", "xact", "marker"}, []func() error{
+	return []string{"none", "xact", "marker", "none-text", "marker-text"}, []func() error{
 		run(w, sqlretry.Write("bench", verify)),
 		run(w, sqlretry.Write("bench", nil)),
 		run(wm, sqlretry.Write("bench", nil)),
-	}, pool
+		run(wt, sqlretry.Write("bench", verify)),
+		run(wt, sqlretry.Write("bench", nil)),
+	}, []*pgxpool.Pool{pool, textPool}
 }
 
 // pointWrite and pointRead are the transactions measured: one UPDATE, or
@@ -95,17 +109,32 @@ func interleaveN(b *testing.B, body func(ctx context.Context, tx pgx.Tx) error) 
 		round++
 		for j := range fns {
 			totals[j] += took[j]
-			ratios[j] = append(ratios[j], float64(took[j])/float64(took[0]))
+			ratios[j] = append(ratios[j], float64(took[j])/float64(took[baseline(names, j)]))
 		}
 	}
 	calls := float64(b.N * block)
 	for j, name := range names {
 		b.ReportMetric(float64(totals[j].Microseconds())/calls, name+"-µs/tx")
-		if j > 0 {
+		if baseline(names, j) != j {
 			sort.Float64s(ratios[j])
 			b.ReportMetric(100*(ratios[j][len(ratios[j])/2]-1), name+"-overhead-%")
 		}
 	}
+}
+
+// baseline returns the index of the variant names[j] is measured against:
+// none-text for a -text one, else none.
+func baseline(names []string, j int) int {
+	want := "none"
+	if strings.HasSuffix(names[j], "-text") {
+		want = "none-text"
+	}
+	for i, n := range names {
+		if n == want {
+			return i
+		}
+	}
+	return 0
 }
 
 // TestSettlementAllocs reports each variant's allocations per transaction
@@ -133,13 +162,25 @@ func BenchmarkSettlementCPU(b *testing.B) {
 }
 
 func cpuPerTx(b *testing.B, body func(ctx context.Context, tx pgx.Tx) error) {
-	names, fns, pool := settlementVariants(b, body)
-	var backend uint32
-	if err := fns[0](); err != nil { // connects, and settles the table
-		b.Fatal(err)
+	names, fns, pools := settlementVariants(b, body)
+	for _, fn := range fns { // connects, and settles the table
+		if err := fn(); err != nil {
+			b.Fatal(err)
+		}
 	}
-	if err := pool.QueryRow(context.Background(), "SELECT pg_backend_pid()").Scan(&backend); err != nil {
-		b.Fatal(err)
+	// Each pool's one backend: a variant's server CPU is theirs together
+	// (the other one idles meanwhile).
+	backends := make([]uint32, len(pools))
+	for i, pool := range pools {
+		if err := pool.QueryRow(context.Background(), "SELECT pg_backend_pid()").Scan(&backends[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	serverCPU := func() (d time.Duration) {
+		for _, pid := range backends {
+			d += schedTime(b, pid)
+		}
+		return d
 	}
 	const block = 16
 	server := make([]time.Duration, len(fns))
@@ -148,13 +189,13 @@ func cpuPerTx(b *testing.B, body func(ctx context.Context, tx pgx.Tx) error) {
 	for b.Loop() {
 		for k := range fns {
 			j := (k + round) % len(fns)
-			s0, c0 := schedTime(b, backend), rusage()
+			s0, c0 := serverCPU(), rusage()
 			for range block {
 				if err := fns[j](); err != nil {
 					b.Fatal(err)
 				}
 			}
-			server[j] += schedTime(b, backend) - s0
+			server[j] += serverCPU() - s0
 			client[j] += rusage() - c0
 		}
 		round++

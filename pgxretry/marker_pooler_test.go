@@ -29,7 +29,17 @@ import (
 // transaction that had committed (a retryable code would have run it
 // again). A FATAL, or a session that ended, must be settled by the key
 // instead: nil, one row.
+//
+// Both shapes of the marked COMMIT: the prepared INSERT and COMMIT in one
+// pipeline (pgx's default exec mode), and one simple query (the mode a
+// pooler in transaction mode asks for).
 func TestMarkerPoolerFatalAfterCommit(t *testing.T) {
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeSimpleProtocol} {
+		t.Run(mode.String(), func(t *testing.T) { poolerFatalAfterCommit(t, mode) })
+	}
+}
+
+func poolerFatalAfterCommit(t *testing.T, mode pgx.QueryExecMode) {
 	f := newFixture(t, nil)
 	f.exec(t, itemsTable)
 	f.exec(t, postgres.MarkerTableDDL)
@@ -42,7 +52,10 @@ func TestMarkerPoolerFatalAfterCommit(t *testing.T) {
 	q := u.Query()
 	q.Set("sslmode", "disable")
 	u.RawQuery = q.Encode()
-	pool := openPool(t, u.String(), appName, func(c *pgxpool.Config) { c.MaxConns = 2 })
+	pool := openPool(t, u.String(), appName, func(c *pgxpool.Config) {
+		c.MaxConns = 2
+		c.ConnConfig.DefaultQueryExecMode = mode
+	})
 	w := pgxretry.New(pool, f.p, pgxretry.WithMarker(&postgres.MarkerVerifier{}))
 	t.Cleanup(w.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -63,7 +76,8 @@ func TestMarkerPoolerFatalAfterCommit(t *testing.T) {
 }
 
 // fatalPooler forwards PostgreSQL's protocol, and, when armed, lets the
-// next query message holding "; COMMIT" run on the server, swallows the
+// next marked COMMIT's message run on the server (a query holding
+// "; COMMIT", or the pipeline from the Bind of the prepared marker INSERT), swallows the
 // server's whole reply and answers the client as pgbouncer does for a
 // crashed server connection: ErrorResponse FATAL 08P01, then close.
 type fatalPooler struct {
@@ -117,7 +131,9 @@ func (p *fatalPooler) serve(client, server net.Conn) {
 			if err != nil {
 				return
 			}
-			if typ == 'Q' && bytes.Contains(msg, []byte("; COMMIT")) && p.armed.CompareAndSwap(true, false) {
+			marked := typ == 'Q' && bytes.Contains(msg, []byte("; COMMIT")) ||
+				typ == 'B' && bytes.Contains(msg, []byte("\x00sqlretry_mark_"))
+			if marked && p.armed.CompareAndSwap(true, false) {
 				swallow <- struct{}{}
 			}
 			if _, err := server.Write(msg); err != nil {

@@ -19,7 +19,15 @@ import (
 // travels with COMMIT, its table created, and a liar if lie is set.
 func markerFixture(t *testing.T, lie *bool) (*fixture, *proxy.Proxy) {
 	t.Helper()
-	f, px := cutFixture(t)
+	return markerFixtureMode(t, lie, pgx.QueryExecModeCacheStatement)
+}
+
+// markerFixtureMode is markerFixture in exec mode mode: pgx's default
+// (QueryExecModeCacheStatement) sends the marker as a pipeline of prepared
+// statements, any other mode as one simple query.
+func markerFixtureMode(t *testing.T, lie *bool, mode pgx.QueryExecMode) (*fixture, *proxy.Proxy) {
+	t.Helper()
+	f, px := cutFixtureMode(t, mode)
 	f.exec(t, postgres.MarkerTableDDL)
 	f.w = pgxretry.New(f.pool, f.p, pgxretry.WithMarker(&postgres.MarkerVerifier{}))
 	t.Cleanup(f.w.Close)
@@ -31,7 +39,7 @@ func markerFixture(t *testing.T, lie *bool) (*fixture, *proxy.Proxy) {
 
 // The ways a marked COMMIT meets a fault, on the first attempt only.
 const (
-	// cutAfterCommit: the proxy forwards "INSERT ...; COMMIT", the server
+	// cutAfterCommit: the proxy forwards the INSERT and COMMIT, the server
 	// commits, the reply is cut: applied, the client cannot know.
 	cutAfterCommit = "reply cut after COMMIT ran"
 	// heldThenReset: the proxy holds the message, then resets the
@@ -39,7 +47,9 @@ const (
 	// succeeded, cannot know.
 	heldThenReset = "message held, then the connection reset"
 	// resetBeforeSend: the connection is reset before the message is
-	// written: pgconn knows nothing left (SafeToRetry), no settle needed.
+	// written: as one simple query, pgconn knows nothing left (SafeToRetry),
+	// no settle needed; as a pipeline, pgconn's ExecBatch does not say how
+	// much its failed write sent, and the key settles it (a tombstone).
 	resetBeforeSend = "connection reset before the send"
 	// killDuringCommit: the INSERT's reply arrives, then the backend is
 	// terminated while COMMIT runs a deferred trigger: never applied, the
@@ -52,8 +62,20 @@ const (
 // verifier in its place is caught (a lost or doubled write), which proves
 // that the scenarios depend on the verdict.
 func TestMarkerSettlesCommit(t *testing.T) {
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec} {
+		t.Run(mode.String(), func(t *testing.T) { markerSettlesCommit(t, mode) })
+	}
+}
+
+func markerSettlesCommit(t *testing.T, mode pgx.QueryExecMode) {
 	noLeaks(t)
 	yes, no := true, false
+	// Settled not applied after a reset before the send: none as one
+	// simple query, one as a pipeline (see resetBeforeSend).
+	var unsent int64
+	if mode == pgx.QueryExecModeCacheStatement {
+		unsent = 1
+	}
 	for _, tc := range []struct {
 		fault        string
 		lie          *bool
@@ -64,7 +86,7 @@ func TestMarkerSettlesCommit(t *testing.T) {
 		{cutAfterCommit, nil, 1, 1, 1, 0},
 		{heldThenReset, nil, 1, 2, 0, 1},
 		{killDuringCommit, nil, 1, 2, 0, 1},
-		{resetBeforeSend, nil, 1, 2, 0, 0},
+		{resetBeforeSend, nil, 1, 2, 0, unsent},
 		{cutAfterCommit, &no, 2, 2, 0, 1}, // the liar doubles the write
 		{heldThenReset, &yes, 0, 1, 1, 0}, // the liar loses it
 	} {
@@ -73,7 +95,7 @@ func TestMarkerSettlesCommit(t *testing.T) {
 			name = "liar: " + name
 		}
 		t.Run(name, func(t *testing.T) {
-			f, px := markerFixture(t, tc.lie)
+			f, px := markerFixtureMode(t, tc.lie, mode)
 			if tc.fault == killDuringCommit {
 				f.slowCommits(t)
 			}
@@ -195,12 +217,25 @@ END $$`)
 // TestMarkerInsertFails: when the marker INSERT fails, COMMIT never runs
 // (the server abandons the rest of the message). A permanent failure (no
 // marker table) is returned with nothing committed and the connection
-// back in the pool outside a transaction; a transient one (40001 raised
-// by a trigger on the first INSERT) runs the transaction again, which
-// commits once.
+// back in the pool outside a transaction — before BEGIN, where the marker
+// INSERT is prepared, as a pipeline; a transient one (40001 raised by a
+// trigger on the first INSERT) runs the transaction again, which commits
+// once.
 func TestMarkerInsertFails(t *testing.T) {
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec} {
+		t.Run(mode.String(), func(t *testing.T) { markerInsertFails(t, mode) })
+	}
+}
+
+func markerInsertFails(t *testing.T, mode pgx.QueryExecMode) {
 	noLeaks(t)
-	f, _ := cutFixture(t)
+	f, _ := cutFixtureMode(t, mode)
+	// Attempts of fn before the missing table fails the transaction: none
+	// when the INSERT is prepared before BEGIN.
+	want := int32(1)
+	if mode == pgx.QueryExecModeCacheStatement {
+		want = 0
+	}
 	f.w = pgxretry.New(f.pool, f.p, pgxretry.WithMarker(&postgres.MarkerVerifier{}))
 	t.Cleanup(f.w.Close)
 	ctx := context.Background()
@@ -215,8 +250,8 @@ func TestMarkerInsertFails(t *testing.T) {
 
 	err := f.w.RunTx(ctx, sqlretry.Write("no table", nil), pgx.TxOptions{}, insert(1))
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != "42P01" || attempts.Load() != 1 {
-		t.Fatalf("without the marker table: %v after %d attempts; want 42P01 after 1", err, attempts.Load())
+	if !errors.As(err, &pgErr) || pgErr.Code != "42P01" || attempts.Load() != want {
+		t.Fatalf("without the marker table: %v after %d attempts; want 42P01 after %d", err, attempts.Load(), want)
 	}
 	if n := f.count(t, "SELECT count(*) FROM items WHERE call_id = 1"); n != 0 {
 		t.Fatalf("%d rows committed by a transaction whose marker failed, want 0", n)
@@ -308,5 +343,32 @@ func TestMarkerNothingWritten(t *testing.T) {
 	tombs := f.count(t, "SELECT count(*) FROM sqlretry_commit_marks WHERE tombstone = 1")
 	if live != 1 || tombs != 0 {
 		t.Errorf("marker table: %d live, %d tombstones; want 1, 0", live, tombs)
+	}
+}
+
+// TestMarkerStatementsDeallocated: fn sends DEALLOCATE ALL as SQL text,
+// behind pgx's back, and the session loses the prepared marker INSERT; its
+// Bind fails (26000), COMMIT never runs. The transaction runs again, the
+// statements prepared anew, and commits once — not returned as a failure.
+func TestMarkerStatementsDeallocated(t *testing.T) {
+	f, _ := markerFixture(t, nil)
+	ctx := context.Background()
+	attempts := 0
+	err := f.w.RunTx(ctx, sqlretry.Write("deallocated", nil), pgx.TxOptions{}, func(ctx context.Context, tx pgx.Tx) error {
+		attempts++
+		if _, err := tx.Exec(ctx, insertItem, pgx.QueryExecModeSimpleProtocol, 1, "deallocated"); err != nil {
+			return err
+		}
+		if attempts == 1 {
+			_, err := tx.Conn().PgConn().Exec(ctx, "DEALLOCATE ALL").ReadAll()
+			return err
+		}
+		return nil
+	})
+	if err != nil || attempts != 2 {
+		t.Fatalf("RunTx: %v after %d attempts; want nil after 2", err, attempts)
+	}
+	if n := f.count(t, "SELECT count(*) FROM items WHERE call_id = 1"); n != 1 {
+		t.Errorf("%d rows, want 1", n)
 	}
 }

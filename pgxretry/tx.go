@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sqlretry/sqlretry"
 )
@@ -115,6 +116,13 @@ type txRun struct {
 	mark    string // "xid@history", taken just before COMMIT; or the marker key
 	hasMark bool
 	tainted bool // fn ended the transaction itself: part of it may have committed
+
+	// The marker INSERT and COMMIT prepared on the attempt's connection
+	// (nil: sent as text), and their pipeline, reused by each attempt.
+	insert, commit *pgconn.StatementDescription
+	batch          pgconn.Batch
+	params         [3][]byte // the INSERT's: key, created_at, tombstone
+	paramBuf       [64]byte  // key and created_at's bytes
 }
 
 // attempt runs the transaction once, on a connection of its own.
@@ -131,6 +139,11 @@ func (t *txRun) attempt(actx context.Context) error {
 	}
 	defer c.Release()
 	t.pid = c.Conn().PgConn().PID()
+	if t.pipelined {
+		if t.insert, t.commit, err = t.w.mk.prepare(actx, c); err != nil {
+			return t.failed(err) // no transaction yet: nothing applied
+		}
+	}
 	tx, err := c.Conn().BeginTx(actx, t.opts)
 	if err != nil {
 		return t.failed(err)
@@ -146,7 +159,7 @@ func (t *txRun) attempt(actx context.Context) error {
 	t.stage = stageCommit
 	if t.pipelined && c.Conn().PgConn().TxStatus() == 'T' {
 		// (A failed transaction, 'E', takes tx.Commit's path: ROLLBACK.)
-		return t.commitMarked(actx, c, tx, t.w.mk.v)
+		return t.commitMarked(actx, c, tx, t.w.mk)
 	}
 	if err := tx.Commit(actx); err != nil {
 		return t.commitFailed(c, err)

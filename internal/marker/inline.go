@@ -32,3 +32,21 @@ func (v *Verifier) InlineMark(then string) (key, stmt string, err error) {
 	b.WriteString(then)
 	return key, b.String(), nil
 }
+
+// NewMark returns a new key and its created_at, for the INSERT InsertText
+// returns.
+func (v *Verifier) NewMark() (key string, createdAt int64, err error) {
+	key = v.newKey()
+	if !isKey(key) {
+		return "", 0, errors.New(v.name + ": NewKey returned " + strconv.Quote(key) + ", not a marker key")
+	}
+	return key, v.now().Unix(), nil
+}
+
+// InsertText returns the INSERT that marks a transaction, its values as
+// parameters (key, created_at, tombstone 0): for a layer that prepares it
+// and sends it with COMMIT in one pipeline (pgxretry, on a connection that
+// caches prepared statements), which saves the server parsing and planning
+// it every time. The text stays the same for the verifier's life once its
+// table is resolved (BeforeTx), so it can name a prepared statement.
+func (v *Verifier) InsertText() string { return v.stmt().insert }
