@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync/atomic"
 	"syscall"
+	"unsafe"
 
 	"github.com/sqlretry/sqlretry/internal/rawsql"
 	"github.com/sqlretry/sqlretry/internal/sqltext"
@@ -18,8 +19,9 @@ import (
 // a driver.Conn concurrently, so its fields need no lock.
 //
 // conn implements driver.Conn, ConnPrepareContext, ConnBeginTx,
-// ExecerContext, QueryerContext, NamedValueChecker and Validator; the types
-// below add Pinger and SessionResetter when the inner connection has them.
+// ExecerContext, QueryerContext, NamedValueChecker, Validator, Pinger and
+// SessionResetter; the types below hide Pinger or SessionResetter when the
+// inner connection lacks them.
 type conn struct {
 	c       *connector
 	inner   driver.Conn            // nil after a failed reconnect
@@ -32,6 +34,8 @@ type conn struct {
 	fenced  atomic.Pointer[string] // a session id fenced after the call that failed on it returned
 	refused bool                   // a COMMIT or ROLLBACK failed: the session may hold the transaction still
 	recent  [8]recentText          // the last texts this connection read, by a cheap hash (see analyze)
+	plain   bool                   // the connector's plain, copied (see idle)
+	budget  *Budget                // the Policy's, copied
 
 	// endQuery cancels the command timeout of the last query, whose rows
 	// may be read after QueryContext returned. It runs at the connection's
@@ -51,16 +55,47 @@ type conn struct {
 	checker   driver.NamedValueChecker
 }
 
+// conn itself has Ping and ResetSession: every driver sqlretry knows
+// (pgx, lib/pq, go-sql-driver/mysql, go-mssqldb, modernc.org/sqlite) has
+// both, and database/sql then calls conn's methods with no wrapper between,
+// on every statement's path. For an inner connection that lacks one, the
+// Connector returns one of the types below instead: a field named as the
+// method it lacks hides conn's (a selector finds the shallowest name, and
+// a field is not a method), so its method set has only what the inner one
+// has.
 type (
-	connP  struct{ *conn } // + Pinger
-	connR  struct{ *conn } // + SessionResetter
-	connPR struct{ *conn } // + Pinger, SessionResetter
+	// connNoPing: the inner connection has no Pinger.
+	connNoPing struct {
+		*conn
+		Ping struct{}
+	}
+	// connNoReset: the inner connection has no SessionResetter.
+	connNoReset struct {
+		*conn
+		ResetSession struct{}
+	}
+	// connBare: the inner connection has neither.
+	connBare struct {
+		*conn
+		Ping, ResetSession struct{}
+	}
+	// connNoCheck: the inner connection has both, and no NamedValueChecker
+	// (modernc.org/sqlite). database/sql then checks arguments itself, as
+	// it would for the inner connection, rather than call a CheckNamedValue
+	// that answers driver.ErrSkip ("as if unimplemented") and check them
+	// after that: some 60 instructions an argument. It embeds the conn
+	// itself, so its promoted methods are jumps. An inner connection that
+	// lacks a NamedValueChecker and Pinger or SessionResetter too gets
+	// conn's CheckNamedValue, which answers driver.ErrSkip.
+	connNoCheck struct {
+		conn
+		CheckNamedValue struct{}
+	}
 )
 
-func (c connP) Ping(ctx context.Context) error          { return c.ping(ctx) }
-func (c connR) ResetSession(ctx context.Context) error  { return c.resetSession(ctx) }
-func (c connPR) Ping(ctx context.Context) error         { return c.ping(ctx) }
-func (c connPR) ResetSession(ctx context.Context) error { return c.resetSession(ctx) }
+// Ping pings the inner connection (see ping). Only a conn whose inner
+// connection is a driver.Pinger advertises it.
+func (c *conn) Ping(ctx context.Context) error { return c.ping(ctx) }
 
 // IsValid reports false when the inner connection is unusable and was not
 // replaced, or says so itself, so that database/sql drops it without being
@@ -77,26 +112,33 @@ func (c *conn) Prepare(query string) (driver.Stmt, error) {
 // Begin is the pre-context entry point; database/sql calls BeginTx.
 func (c *conn) Begin() (driver.Tx, error) { return c.BeginTx(context.Background(), driver.TxOptions{}) }
 
-func (c *connector) connOf(ctx context.Context, ic driver.Conn) *conn {
-	cn := &conn{c: c}
+// wrap returns the wrapper type whose method set matches ic's.
+func (c *connector) wrap(ctx context.Context, ic driver.Conn) driver.Conn {
+	_, pinger := ic.(driver.Pinger)
+	_, resetter := ic.(driver.SessionResetter)
+	_, checker := ic.(driver.NamedValueChecker)
+	var (
+		cn = new(conn)
+		dc driver.Conn
+	)
+	switch {
+	case pinger && resetter && checker:
+		dc = cn
+	case pinger && resetter:
+		w := new(connNoCheck)
+		cn, dc = &w.conn, w
+	case pinger:
+		dc = connNoReset{conn: cn}
+	case resetter:
+		dc = connNoPing{conn: cn}
+	default:
+		dc = connBare{conn: cn}
+	}
+	cn.c, cn.plain, cn.budget = c, c.plain, c.budget
 	cn.setInner(ic)
 	cn.sid = c.sessionID(ctx, ic)
 	cn.sess = c.newSession(ctx, ic)
-	return cn
-}
-
-// wrap returns the wrapper type whose method set matches ic's.
-func (c *connector) wrap(ctx context.Context, ic driver.Conn) driver.Conn {
-	cn := c.connOf(ctx, ic)
-	switch {
-	case cn.pinger != nil && cn.resetter != nil:
-		return connPR{cn}
-	case cn.pinger != nil:
-		return connP{cn}
-	case cn.resetter != nil:
-		return connR{cn}
-	}
-	return cn
+	return dc
 }
 
 // setInner makes ic the inner connection (nil: none) and reads its
@@ -367,7 +409,34 @@ func (c *conn) retry(ctx context.Context, op Op, firstErr error, fn func(ctx con
 // ExecContext runs a statement, retried outside a transaction. It returns
 // driver.ErrSkip when the inner connection has no Execer, so database/sql
 // prepares the statement instead, as it would for the inner connection.
+//
+// Its first lines are the fast path (see idle): the same text as one the
+// connection read lately, of no transaction control, with no Op attached
+// to take. They stay small, so the function's frame does too; execSlow
+// does the rest.
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	if e := c.same(query); e != nil && e.plain && c.execer != nil && c.idle() && (e.ro || !opsAttached.Load()) {
+		res, err := c.execer.ExecContext(ctx, query, args)
+		if err != nil {
+			return c.execFailed(ctx, query, args, e.in, err)
+		}
+		c.succeeded()
+		return res, nil
+	}
+	return c.execSlow(ctx, query, args)
+}
+
+func (c *conn) execSlow(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	if e := c.hit(query); e != nil && e.plain && c.execer != nil && c.idle() && (e.ro || !opsAttached.Load()) {
+		// The fast path, for a text equal to the one read but not the
+		// same string.
+		res, err := c.execer.ExecContext(ctx, query, args)
+		if err != nil {
+			return c.execFailed(ctx, query, args, e.in, err)
+		}
+		c.succeeded()
+		return res, nil
+	}
 	if c.execer == nil && c.execerV == nil {
 		return nil, driver.ErrSkip
 	}
@@ -376,17 +445,88 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	return r.res, err
 }
 
+// execFailed goes on from the fast path's failed attempt as call would.
+func (c *conn) execFailed(ctx context.Context, query string, args []driver.NamedValue, in *sqltext.Info, err error) (driver.Result, error) {
+	if err == driver.ErrSkip {
+		return nil, err
+	}
+	r := call{c: c, query: query, args: args}
+	err = c.retryCall(ctx, &r, in, nil, err)
+	return r.res, err
+}
+
 // QueryContext runs a query, retried outside a transaction until its rows
 // are returned; errors while reading them are not retried (a write's are
 // settled: see watchRows). It returns driver.ErrSkip when the inner
 // connection has no Queryer.
+//
+// Its first lines are the fast path (see idle): the same text as one the
+// connection read lately, a read of one statement, whose rows are returned
+// as they are. querySlow does the rest.
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	if e := c.same(query); e != nil && e.read && c.queryer != nil && c.idle() {
+		rows, err := c.queryer.QueryContext(ctx, query, args)
+		if err != nil {
+			return c.queryFailed(ctx, query, args, e.in, err)
+		}
+		c.succeeded()
+		return rows, nil
+	}
+	return c.querySlow(ctx, query, args)
+}
+
+func (c *conn) querySlow(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	if e := c.hit(query); e != nil && e.read && c.queryer != nil && c.idle() {
+		// The fast path, for a text equal to the one read but not the
+		// same string.
+		rows, err := c.queryer.QueryContext(ctx, query, args)
+		if err != nil {
+			return c.queryFailed(ctx, query, args, e.in, err)
+		}
+		c.succeeded()
+		return rows, nil
+	}
 	if c.queryer == nil && c.queryerV == nil {
 		return nil, driver.ErrSkip
 	}
 	r := call{c: c, query: query, args: args, rows: true}
 	err := c.call(ctx, &r)
 	return r.out, err
+}
+
+// queryFailed goes on from the fast path's failed attempt as call would.
+func (c *conn) queryFailed(ctx context.Context, query string, args []driver.NamedValue, in *sqltext.Info, err error) (driver.Rows, error) {
+	if err == driver.ErrSkip {
+		return nil, err
+	}
+	r := call{c: c, query: query, args: args, rows: true}
+	err = c.retryCall(ctx, &r, in, nil, err)
+	return r.out, err
+}
+
+// idle reports whether a statement may take the fast path, which skips
+// prologue and call and does what they would do for it, no more. The Policy
+// must be plain (see connector.plain): the flags of a text (recentText) or
+// prepared statement that allow the fast path say so too, so idle does not
+// ask again. The connection must be in the state where
+// prologue has nothing to do and call runs a first plain attempt — no
+// refused COMMIT, no fence, not broken, no transaction open or possibly
+// open on the session. (No query's timeout to end either: with no
+// CommandTimeout, endQuery is never set.) The text must then not
+// be one of transaction control (which pins its statement), and what
+// succeeds is returned as call would return it: a read of one statement's
+// rows unwrapped, an Exec's result. A failure takes call's own way on from
+// there (retryCall), as if call had run the attempt.
+func (c *conn) idle() bool {
+	return !c.inTx && !c.broken && !c.refused && !c.sess.Pinned() && c.fenced.Load() == nil
+}
+
+// succeeded records a fast path's success, as Policy.succeeded does for a
+// plain Policy: with no breaker, only the budget counts it.
+func (c *conn) succeeded() {
+	if b := c.budget; b != nil {
+		b.success()
+	}
 }
 
 // call is one statement of the database/sql layer, on the connection or
@@ -461,6 +601,12 @@ func (c *conn) call(ctx context.Context, r *call) error {
 			return err
 		}
 	}
+	return c.retryCall(ctx, r, in, own, err)
+}
+
+// retryCall runs r under the Policy after its first attempt failed with
+// firstErr (nil: no first attempt was made), with own the Op taken for it.
+func (c *conn) retryCall(ctx context.Context, r *call, in *sqltext.Info, own *attached, err error) error {
 	// Only a failure gets here: rr, not r, is what the retry's closure
 	// holds, so r stays on the caller's stack on the fast path.
 	rr := *r
@@ -584,10 +730,14 @@ func (c *conn) prologue(query string, in *sqltext.Info) (*sqltext.Info, bool) {
 }
 
 // recentText is a text a connection read and what it says: a pointer to the
-// connector's reading, which is never changed, so a hit copies nothing.
+// connector's reading, which is never changed, so a hit copies nothing, and
+// what the fast path asks of it, read once when the text was stored.
 type recentText struct {
-	q  string
-	in *sqltext.Info
+	q     string
+	in    *sqltext.Info
+	plain bool // a plain Policy's, and no transaction control: an Exec may take the fast path
+	ro    bool // read-only: no Op attached is taken for it
+	read  bool // plain, and a read of one statement: a Query may take the fast path
 }
 
 // analyze returns what query says, from the connection's own small cache
@@ -597,23 +747,48 @@ type recentText struct {
 // few instructions, where the connector's sync.Map hashes the whole text
 // (about 200 instructions a statement, measured with callgrind).
 func (c *conn) analyze(query string) *sqltext.Info {
-	if in := c.cached(query); in != nil {
-		return in
+	if e := c.hit(query); e != nil {
+		return e.in
 	}
 	in := c.c.analyze(query)
 	if query != "" {
-		c.recent[recentSlot(query)] = recentText{q: query, in: in}
+		plain := c.plain && !in.TxControl
+		c.recent[recentSlot(query)] = recentText{q: query, in: in, plain: plain, ro: in.ReadOnly, read: plain && in.ReadOnly && in.OneStatement()}
 	}
 	return in
+}
+
+// hit returns the connection's cache entry for query if it read it lately,
+// or nil. It is inlined into every statement's path.
+func (c *conn) hit(query string) *recentText {
+	if query == "" {
+		return nil
+	}
+	if e := &c.recent[recentSlot(query)]; e.q == query {
+		return e
+	}
+	return nil
+}
+
+// same is hit for the usual case, a constant text run again: the same
+// string as the one stored, which it compares by length and data pointer
+// alone (unsafe.StringData: two strings with the same pointer and length
+// hold the same bytes), so that it is inlined with no call to compare bytes.
+// nil means "not the same string", not "not read": ask hit.
+func (c *conn) same(query string) *recentText {
+	if query == "" {
+		return nil
+	}
+	if e := &c.recent[recentSlot(query)]; len(e.q) == len(query) && unsafe.StringData(e.q) == unsafe.StringData(query) {
+		return e
+	}
+	return nil
 }
 
 // cached returns the connection's reading of query if it read it lately,
 // or nil. It is inlined into prologue, so a hit costs no call.
 func (c *conn) cached(query string) *sqltext.Info {
-	if query == "" {
-		return nil
-	}
-	if e := &c.recent[recentSlot(query)]; e.q == query {
+	if e := c.hit(query); e != nil {
 		return e.in
 	}
 	return nil
@@ -860,11 +1035,24 @@ func (c *conn) ping(ctx context.Context) error {
 
 var pingOp = Idempotent("ping")
 
-// resetSession resets the inner session before database/sql reuses the
+// ResetSession resets the inner session before database/sql reuses the
 // connection. When the inner connection reports itself bad, it is replaced
 // underneath (one connect attempt); only if that fails is driver.ErrBadConn
-// returned, so the pool drops this connection.
-func (c *conn) resetSession(ctx context.Context) error {
+// returned, so the pool drops this connection. resetSlow does all but the
+// usual case, with nothing to end first. Only a conn whose inner connection
+// is a driver.SessionResetter advertises it.
+func (c *conn) ResetSession(ctx context.Context) error {
+	if c.endQuery != nil || c.refused || c.broken || c.inner == nil {
+		return c.resetSlow(ctx)
+	}
+	c.inTx = false
+	if err := c.resetter.ResetSession(ctx); err != nil {
+		return c.resetFailed(ctx, err)
+	}
+	return nil
+}
+
+func (c *conn) resetSlow(ctx context.Context) error {
 	c.finishQuery()
 	c.inTx = false
 	if !c.broken && c.inner != nil {
@@ -872,11 +1060,22 @@ func (c *conn) resetSession(ctx context.Context) error {
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, driver.ErrBadConn) {
-			return err
-		}
-		c.broken = true
+		return c.resetFailed(ctx, err)
 	}
+	return c.resetReady(ctx)
+}
+
+// resetFailed handles the inner ResetSession's failure err.
+func (c *conn) resetFailed(ctx context.Context, err error) error {
+	if !errors.Is(err, driver.ErrBadConn) {
+		return err
+	}
+	c.broken = true
+	return c.resetReady(ctx)
+}
+
+// resetReady replaces the broken connection, or reports driver.ErrBadConn.
+func (c *conn) resetReady(ctx context.Context) error {
 	if err := c.ready(ctx); err != nil { // a new session: no transaction open
 		return driver.ErrBadConn
 	}

@@ -42,13 +42,49 @@ func wrapped(t *testing.T, dc driver.Conn) *conn {
 	switch w := dc.(type) {
 	case *conn:
 		return w
-	case connP:
+	case connNoPing:
 		return w.conn
-	case connR:
+	case connNoReset:
 		return w.conn
-	case connPR:
+	case connBare:
 		return w.conn
+	case *connNoCheck:
+		return &w.conn
 	}
 	t.Fatalf("%T is not a Connector's connection", dc)
 	return nil
 }
+
+// A Connector's connection advertises Ping and ResetSession exactly when
+// the inner connection has them: conn has both, and the types for an inner
+// connection without one hide it. CheckNamedValue is hidden for an inner
+// connection that has the other two and lacks it.
+func TestConnMethodSetFollowsInner(t *testing.T) {
+	for _, c := range []struct {
+		dc                     driver.Conn
+		ping, resetOK, checker bool
+	}{
+		{&conn{}, true, true, true},
+		{connNoPing{conn: &conn{}}, false, true, true},
+		{connNoReset{conn: &conn{}}, true, false, true},
+		{connBare{conn: &conn{}}, false, false, true},
+		{&connNoCheck{}, true, true, false},
+	} {
+		_, ping := c.dc.(driver.Pinger)
+		_, reset := c.dc.(driver.SessionResetter)
+		_, checker := c.dc.(driver.NamedValueChecker)
+		if ping != c.ping || reset != c.resetOK || checker != c.checker {
+			t.Errorf("%T: Pinger %v SessionResetter %v NamedValueChecker %v, want %v %v %v", c.dc, ping, reset, checker, c.ping, c.resetOK, c.checker)
+		}
+		for _, ok := range []bool{
+			is[driver.QueryerContext](c.dc), is[driver.ExecerContext](c.dc), is[driver.ConnBeginTx](c.dc),
+			is[driver.ConnPrepareContext](c.dc), is[driver.Validator](c.dc),
+		} {
+			if !ok {
+				t.Errorf("%T lacks a method every Connector's connection has", c.dc)
+			}
+		}
+	}
+}
+
+func is[T any](v any) bool { _, ok := v.(T); return ok }

@@ -55,7 +55,8 @@ import (
 // statements and rows implement is forwarded, and none they lack is
 // advertised, except where the interface documents driver.ErrSkip as
 // "continue as if unimplemented" (ExecerContext, QueryerContext,
-// NamedValueChecker), where database/sql's own fallback is reproduced
+// NamedValueChecker, which a connection may advertise and answer with
+// driver.ErrSkip), where database/sql's own fallback is reproduced
 // exactly (ConnPrepareContext, ConnBeginTx, StmtExecContext,
 // StmtQueryContext), and driver.Validator, which the Connector always
 // implements so the pool drops a connection it could not repair. A read's
@@ -71,8 +72,7 @@ import (
 // The Connector is safe for concurrent use; it implements io.Closer when
 // inner does.
 func Connector(inner driver.Connector, p *Policy) driver.Connector {
-	c := &connector{inner: inner, p: p, engine: engineOf(inner)}
-	c.pq = isLibPQ(inner) || isLibPQ(inner.Driver())
+	c := newConnector(inner, p, engineOf(inner), isLibPQ(inner) || isLibPQ(inner.Driver()))
 	if cl, ok := inner.(io.Closer); ok {
 		return &closingConnector{c, cl}
 	}
@@ -117,6 +117,13 @@ type connector struct {
 	pq     bool
 	engine sqltext.Engine // the driver's engine, for the statements engines read differently
 
+	// plain reports that the Policy lets a statement that may take the fast
+	// path run with nothing around it but the budget's count of successes:
+	// no CommandTimeout, no breaker, no call counting. A Policy never
+	// changes after New, so the connector reads it once.
+	plain  bool
+	budget *Budget // p.budget
+
 	// texts caches sqltext.Analyze's reading of the statement texts run
 	// through the Connector (an application runs the same few texts over
 	// and over), up to maxTexts of them.
@@ -142,6 +149,14 @@ func (c *connector) analyze(q string) *sqltext.Info {
 		}
 	}
 	return in
+}
+
+func newConnector(inner driver.Connector, p *Policy, engine sqltext.Engine, pq bool) *connector {
+	return &connector{
+		inner: inner, p: p, pq: pq, engine: engine,
+		plain:  p.commandTimeout <= 0 && p.breaker == nil && !p.countCalls,
+		budget: p.budget,
+	}
 }
 
 type closingConnector struct {
@@ -209,7 +224,7 @@ type wrapDriver struct{ c *connector }
 // Open opens a connection of the inner driver by name, under the Policy.
 func (d wrapDriver) Open(name string) (driver.Conn, error) {
 	inner := d.c.inner.Driver()
-	dc := &connector{inner: dsnConnector{dsn: name, d: inner}, p: d.c.p, pq: d.c.pq, engine: d.c.engine}
+	dc := newConnector(dsnConnector{dsn: name, d: inner}, d.c.p, d.c.engine, d.c.pq)
 	return dc.Connect(context.Background())
 }
 

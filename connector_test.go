@@ -464,7 +464,6 @@ var forwarded = map[string]reflect.Type{
 var always = map[string]reflect.Type{
 	"ExecerContext":      reflect.TypeFor[driver.ExecerContext](),
 	"QueryerContext":     reflect.TypeFor[driver.QueryerContext](),
-	"NamedValueChecker":  reflect.TypeFor[driver.NamedValueChecker](),
 	"ConnPrepareContext": reflect.TypeFor[driver.ConnPrepareContext](),
 	"ConnBeginTx":        reflect.TypeFor[driver.ConnBeginTx](),
 	"Validator":          reflect.TypeFor[driver.Validator](),
@@ -515,6 +514,18 @@ func TestConnectorForwardingMatrix(t *testing.T) {
 			for name, iface := range never {
 				if wt.Implements(iface) {
 					t.Errorf("conn %s: wrapper has it, want never", name)
+				}
+			}
+			// NamedValueChecker: forwarded when the inner has it; else the
+			// wrapper lacks it or answers driver.ErrSkip ("as if
+			// unimplemented").
+			nvc := reflect.TypeFor[driver.NamedValueChecker]()
+			if it.Implements(nvc) && !wt.Implements(nvc) {
+				t.Errorf("conn NamedValueChecker: wrapper lacks it, the inner has it")
+			}
+			if !it.Implements(nvc) && wt.Implements(nvc) {
+				if err := w.(driver.NamedValueChecker).CheckNamedValue(&driver.NamedValue{Ordinal: 1, Value: int64(1)}); err != driver.ErrSkip {
+					t.Errorf("conn NamedValueChecker over an inner without one: %v, want driver.ErrSkip", err)
 				}
 			}
 			ist, err := inner.Prepare("ADD n ?")

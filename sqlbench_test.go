@@ -52,12 +52,16 @@ func BenchmarkSQLitePointRead(b *testing.B) {
 		name string
 		db   *sql.DB
 	}{{"raw", raw}, {"wrapped", wrapped}} {
-		b.Run(c.name, func(b *testing.B) {
-			b.ReportAllocs()
-			ctx := context.Background()
+		read := func(i int) error {
 			var v int64
+			return c.db.QueryRowContext(context.Background(), "SELECT v FROM t WHERE id = ?", i%1000+1).Scan(&v)
+		}
+		warmed := false
+		b.Run(c.name, func(b *testing.B) {
+			warm(b, &warmed, read) // see pointread_bench_test.go
+			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
-				if err := c.db.QueryRowContext(ctx, "SELECT v FROM t WHERE id = ?", i%1000+1).Scan(&v); err != nil {
+				if err := read(i); err != nil {
 					b.Fatal(err)
 				}
 			}

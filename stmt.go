@@ -21,6 +21,8 @@ type stmt struct {
 	info  sqltext.Info // read once, at prepare
 	inner driver.Stmt
 	gen   uint64 // the connection generation inner was prepared on
+	plain bool   // a plain Policy's, and no transaction control: Exec may take the fast path (see conn.idle)
+	read  bool   // ... and a read of one statement: Query may too
 
 	execer  driver.StmtExecContext
 	queryer driver.StmtQueryContext
@@ -39,6 +41,8 @@ func (s stmtCC) ColumnConverter(idx int) driver.ValueConverter {
 
 func newStmt(c *conn, query string, si driver.Stmt) driver.Stmt {
 	s := &stmt{c: c, query: query, info: sqltext.Analyze(query), gen: c.gen}
+	s.plain = c.plain && !s.info.TxControl
+	s.read = s.plain && s.info.ReadOnly && s.info.OneStatement()
 	s.setInner(si)
 	if _, ok := si.(driver.ColumnConverter); ok { //nolint:staticcheck
 		return stmtCC{s}
@@ -97,16 +101,46 @@ func (s *stmt) reprepare(ctx context.Context) error {
 
 // ExecContext executes the statement, retried outside a transaction.
 func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	r := call{c: s.c, query: s.query, info: &s.info, args: args, st: s}
-	err := s.c.call(ctx, &r)
+	c := s.c
+	if s.execer != nil && s.plain && s.gen == c.gen && c.idle() && (s.info.ReadOnly || !opsAttached.Load()) {
+		// The connection's fast path (see conn.ExecContext).
+		res, err := s.execer.ExecContext(ctx, args)
+		if err == nil {
+			c.succeeded()
+			return res, nil
+		}
+		if err == driver.ErrSkip {
+			return nil, err
+		}
+		r := call{c: c, query: s.query, info: &s.info, args: args, st: s}
+		err = c.retryCall(ctx, &r, &s.info, nil, err)
+		return r.res, err
+	}
+	r := call{c: c, query: s.query, info: &s.info, args: args, st: s}
+	err := c.call(ctx, &r)
 	return r.res, err
 }
 
 // QueryContext runs the statement's query, retried outside a transaction
 // until its rows are returned.
 func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	r := call{c: s.c, query: s.query, info: &s.info, args: args, st: s, rows: true}
-	err := s.c.call(ctx, &r)
+	c := s.c
+	if s.queryer != nil && s.read && s.gen == c.gen && c.idle() {
+		// The connection's fast path (see conn.QueryContext).
+		rows, err := s.queryer.QueryContext(ctx, args)
+		if err == nil {
+			c.succeeded()
+			return rows, nil
+		}
+		if err == driver.ErrSkip {
+			return nil, err
+		}
+		r := call{c: c, query: s.query, info: &s.info, args: args, st: s, rows: true}
+		err = c.retryCall(ctx, &r, &s.info, nil, err)
+		return r.out, err
+	}
+	r := call{c: c, query: s.query, info: &s.info, args: args, st: s, rows: true}
+	err := c.call(ctx, &r)
 	return r.out, err
 }
 
