@@ -72,74 +72,31 @@ func BenchmarkMarkerShapes(b *testing.B) {
 		_, err := pc.ExecBatch(ctx, bt).ReadAll()
 		return err
 	}
+	// tx runs BEGIN (begin's text), the point UPDATE, and end.
+	tx := func(begin string, end func() error) func() error {
+		return func() error {
+			if err := simple(begin); err != nil {
+				return err
+			}
+			if err := upd(); err != nil {
+				return err
+			}
+			return end()
+		}
+	}
 	shapes := []struct {
 		name string
 		run  func() error
 	}{
-		{"none", func() error {
-			if err := simple("BEGIN"); err != nil {
-				return err
-			}
-			if err := upd(); err != nil {
-				return err
-			}
-			return simple("COMMIT")
-		}},
-		{"simple2idx", func() error {
-			if err := simple("BEGIN"); err != nil {
-				return err
-			}
-			if err := upd(); err != nil {
-				return err
-			}
+		{"none", tx("BEGIN", func() error { return simple("COMMIT") })},
+		{"simple2idx", tx("BEGIN", func() error {
 			return simple("INSERT INTO m2 (mark_key, created_at, tombstone) SELECT '" + key() + "', 1700000000, 0; COMMIT")
-		}},
-		{"ext2idx", func() error {
-			if err := simple("BEGIN"); err != nil {
-				return err
-			}
-			if err := upd(); err != nil {
-				return err
-			}
-			return ext("ins2", key())
-		}},
-		{"ext1idx", func() error {
-			if err := simple("BEGIN"); err != nil {
-				return err
-			}
-			if err := upd(); err != nil {
-				return err
-			}
-			return ext("ins1", key())
-		}},
-		{"extuuid", func() error {
-			if err := simple("BEGIN"); err != nil {
-				return err
-			}
-			if err := upd(); err != nil {
-				return err
-			}
-			k := key()
-			return ext("insu", k)
-		}},
-		{"ext2idxRandom", func() error {
-			if err := simple("BEGIN"); err != nil {
-				return err
-			}
-			if err := upd(); err != nil {
-				return err
-			}
-			return ext("ins2", sqlretry.NewKey())
-		}},
-		{"xidAtBegin", func() error {
-			if err := simple("BEGIN; SELECT pg_current_xact_id()"); err != nil {
-				return err
-			}
-			if err := upd(); err != nil {
-				return err
-			}
-			return simple("COMMIT")
-		}},
+		})},
+		{"ext2idx", tx("BEGIN", func() error { return ext("ins2", key()) })},
+		{"ext1idx", tx("BEGIN", func() error { return ext("ins1", key()) })},
+		{"extuuid", tx("BEGIN", func() error { return ext("insu", key()) })},
+		{"ext2idxRandom", tx("BEGIN", func() error { return ext("ins2", sqlretry.NewKey()) })},
+		{"xidAtBegin", tx("BEGIN; SELECT pg_current_xact_id()", func() error { return simple("COMMIT") })},
 	}
 	const block = 16
 	server := make([]time.Duration, len(shapes))
