@@ -8,8 +8,10 @@ import (
 	"math/bits"
 	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/sqlretry/sqlretry/internal/enum"
 )
@@ -266,12 +268,13 @@ func (f *facts) scan(err error) {
 			f.scan(e.Err)
 			return
 		}
-		f.node(err)
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
+		tb := typeBitsOf(err)
+		f.nodeBits(err, tb)
+		switch {
+		case tb&tUnwrap != 0:
+			err = err.(interface{ Unwrap() error }).Unwrap()
+		case tb&tUnwrapN != 0:
+			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
 				f.scan(e)
 			}
 			return
@@ -306,12 +309,13 @@ func (f *facts) scanVisit(err error, chain bool, visit func(error, bool) bool) (
 		if visit(err, chain) {
 			return true
 		}
-		f.node(err)
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
+		tb := typeBitsOf(err)
+		f.nodeBits(err, tb)
+		switch {
+		case tb&tUnwrap != 0:
+			err = err.(interface{ Unwrap() error }).Unwrap()
+		case tb&tUnwrapN != 0:
+			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
 				if f.scanVisit(e, false, visit) {
 					return true
 				}
@@ -353,7 +357,32 @@ func policyCause(cause error) bool {
 
 // node records what an error of any other type says: a sentinel it is or
 // matches through its Is method, a DNS failure, a network timeout.
-func (f *facts) node(err error) {
+func (f *facts) node(err error) { f.nodeBits(err, typeBitsOf(err)) }
+
+// nodeBits is node with the answers of err's type (typeBitsOf) known: only
+// the questions its type can answer yes to are asked, each as node asks it.
+func (f *facts) nodeBits(err error, tb uint8) {
+	if tb&tSentinel != 0 {
+		f.sentinel(err)
+	}
+	if tb&tIs != 0 {
+		is := err.(interface{ Is(error) bool })
+		for i := range sentinels {
+			if is.Is(sentinels[i].err) {
+				f.bits |= sentinels[i].bit
+			}
+		}
+	}
+	if tb&tDNS != 0 {
+		f.bits |= factDNS
+	}
+	if tb&tNetError != 0 {
+		f.netError(err.(net.Error).Timeout)
+	}
+}
+
+// sentinel records the sentinel err is, if any.
+func (f *facts) sentinel(err error) {
 	// An error is at most one sentinel: a switch finds it without the
 	// table's loop, the commonest first.
 	switch err {
@@ -370,19 +399,77 @@ func (f *facts) node(err error) {
 	case driver.ErrSkip:
 		f.bits |= factSkip
 	}
-	if is, ok := err.(interface{ Is(error) bool }); ok {
-		for i := range sentinels {
-			if is.Is(sentinels[i].err) {
-				f.bits |= sentinels[i].bit
-			}
-		}
+}
+
+// What an error's dynamic type answers to the walk's questions: the
+// methods it has, and whether it is the type of one of the sentinels (so
+// that comparing it with them can match at all).
+const (
+	tUnwrap   uint8 = 1 << iota // Unwrap() error
+	tUnwrapN                    // Unwrap() []error
+	tIs                         // Is(error) bool
+	tNetError                   // net.Error
+	tDNS                        // *net.DNSError
+	tSentinel                   // the dynamic type of one of sentinels
+)
+
+// typeBits computes the answers of err's dynamic type.
+func typeBits(err error) uint8 {
+	var b uint8
+	switch err.(type) {
+	case interface{ Unwrap() error }:
+		b |= tUnwrap
+	case interface{ Unwrap() []error }:
+		b |= tUnwrapN
+	}
+	if _, ok := err.(interface{ Is(error) bool }); ok {
+		b |= tIs
+	}
+	if _, ok := err.(net.Error); ok {
+		b |= tNetError
 	}
 	if _, ok := err.(*net.DNSError); ok {
-		f.bits |= factDNS
+		b |= tDNS
 	}
-	if ne, ok := err.(net.Error); ok {
-		f.netError(ne.Timeout)
+	for i := range sentinels {
+		if typeWord(err) == typeWord(sentinels[i].err) {
+			b |= tSentinel
+		}
 	}
+	return b
+}
+
+// typeWord is the first word of err, which stands for its dynamic type: an
+// interface value is two words, the first the itab of (error, the dynamic
+// type), which is one per type, or nil. unsafe, because nothing else reads
+// a type's identity as one word: a type assertion to an interface type
+// costs ~30 instructions (its cache probe), and reflect.Type's comparison
+// calls the runtime; a walk asks 4–7 such questions of each error.
+func typeWord(err error) unsafe.Pointer { return (*[2]unsafe.Pointer)(unsafe.Pointer(&err))[0] }
+
+// typeEntry is typeBitsOf's answer for one dynamic type.
+type typeEntry struct {
+	word unsafe.Pointer
+	bits uint8
+}
+
+// typeCache holds typeBitsOf's answers, one type a slot, the last met in
+// it: practice meets a dozen types, so after the first call of each no
+// answer is computed again and nothing is allocated. Safe for concurrent
+// use.
+var typeCache [256]atomic.Pointer[typeEntry]
+
+// typeBitsOf is typeBits(err), computed once per dynamic type.
+func typeBitsOf(err error) uint8 {
+	w := typeWord(err)
+	h := uintptr(w)
+	slot := &typeCache[(h>>3^h>>11)%uintptr(len(typeCache))]
+	if e := slot.Load(); e != nil && e.word == w {
+		return e.bits
+	}
+	e := &typeEntry{word: w, bits: typeBits(err)}
+	slot.Store(e)
+	return e.bits
 }
 
 // errno records what a system error number says.

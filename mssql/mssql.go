@@ -90,7 +90,27 @@ func init() {
 		rows = append(rows, e)
 	}
 	slices.SortFunc(rows, func(a, b Entry) int { return cmp.Compare(a.Number, b.Number) })
+	for n, c := range byNumber {
+		v := &numberVerdicts{number: c}
+		v.net, v.isNet = byNetwork[n]
+		v.server, v.hasServer = byServer[n]
+		byNumberAll[n] = v
+	}
+	userDefinedClass = byNumber[userDefined]
 }
+
+// numberVerdicts is what byNumber, byNetwork and byServer hold for one
+// number, so that verdict looks a number up once, not twice (a map look-up
+// is ~100 instructions).
+type numberVerdicts struct {
+	number, net, server sr.Class
+	isNet, hasServer    bool
+}
+
+var (
+	byNumberAll      = map[int32]*numberVerdicts{}
+	userDefinedClass sr.Class // byNumber[userDefined]
+)
 
 // Classifier is the SQL Server [sr.Classifier] for go-mssqldb: pass it as
 // sqlretry.Config.Classifier. It is safe for concurrent use.
@@ -110,7 +130,15 @@ var Classifier sr.Classifier = sr.ClassifierFunc(Classify)
 // is permanent. driver.ErrBadConn, which go-mssqldb's RetryableError
 // matches, is retryable and not sent. Anything else goes to
 // [sr.ClassifyNeutral]. It never panics.
-func Classify(err error) sr.Class { return codes.Classify(err, classify, contention) }
+func Classify(err error) (c sr.Class) {
+	// codes.Classify, written out: through its function values each level
+	// copies the Class once more and none is inlined.
+	if err == nil {
+		return sr.ClassifyNeutral(nil)
+	}
+	defer codes.Recover(&c)
+	return codes.Tag(classify(err), contention)
+}
 
 func classify(err error) (c sr.Class) {
 	// One walk of the tree finds the first numbered error (errors.As) and
@@ -120,7 +148,11 @@ func classify(err error) (c sr.Class) {
 		found bool
 	)
 	neutral := sr.ClassifyNeutralVisit(err, func(x error, _ bool) bool {
-		e, found = codes.AsOne(x, asNumberer)
+		tb := types.Bits(x, typeBits)
+		if tb&(tNumberer|codes.HasAs) == 0 {
+			return false
+		}
+		e, found = codes.AsOneBits(x, tb, asNumberer)
 		return found // it decides, whatever follows
 	})
 	if found {
@@ -148,19 +180,37 @@ func classify(err error) (c sr.Class) {
 	return c
 }
 
+// tNumberer: the type is a numberer, after codes.HasAs.
+const tNumberer = codes.FirstFree
+
+// types keeps typeBits for each type of error met.
+var types codes.TypeCache
+
+// typeBits answers, from err's dynamic type alone, what the walk asks of it.
+func typeBits(err error) uint32 {
+	b := codes.MethodBits(err)
+	if _, ok := err.(numberer); ok {
+		b |= tNumberer
+	}
+	return b
+}
+
 func asNumberer(err error) (numberer, bool) { e, ok := err.(numberer); return e, ok }
 
 // verdict finds the listed verdict on number n sent with class sev: a
 // network number's at class 20 and above, else the server's.
 func verdict(n int32, sev uint8) (sr.Class, bool) {
-	if net, ok := byNetwork[n]; ok {
+	v, ok := byNumberAll[n]
+	switch {
+	case ok && v.isNet:
 		if sev >= fatalClass {
-			return net, true
+			return v.net, true
 		}
-		c, ok := byServer[n]
-		return c, ok // no server message: judged by severity
+		return v.server, v.hasServer // no server message: judged by severity
+	case ok:
+		return v.number, true
 	}
-	return lookupNumber(n)
+	return userDefinedNumber(n)
 }
 
 // lookupNumber finds a listed number, the user-defined range included.
@@ -168,8 +218,14 @@ func lookupNumber(n int32) (sr.Class, bool) {
 	if c, ok := byNumber[n]; ok {
 		return c, true
 	}
+	return userDefinedNumber(n)
+}
+
+// userDefinedNumber is the verdict on an unlisted number: the user-defined
+// range's, or none.
+func userDefinedNumber(n int32) (sr.Class, bool) {
 	if n >= userDefined {
-		c := byNumber[userDefined]
+		c := userDefinedClass
 		c.Code = codes.Itoa(int64(n))
 		return c, true
 	}

@@ -52,7 +52,15 @@ var invalidConn = sr.Class{Retryable: true, Phase: sr.Unknown, Code: "invalid-co
 // retryable with an unknown outcome, and anything else by
 // [sr.ClassifyNeutral] (go-sql-driver returns driver.ErrBadConn only when
 // nothing was written). It never panics.
-func Classify(err error) sr.Class { return codes.Classify(err, classify, contention) }
+func Classify(err error) (c sr.Class) {
+	// codes.Classify, written out: through its function values each level
+	// copies the Class once more and none is inlined.
+	if err == nil {
+		return sr.ClassifyNeutral(nil)
+	}
+	defer codes.Recover(&c)
+	return codes.Tag(classify(err), contention)
+}
 
 func classify(err error) (c sr.Class) {
 	// One walk of the tree answers every question: the first
@@ -64,13 +72,14 @@ func classify(err error) (c sr.Class) {
 		invalid bool
 	)
 	neutral := sr.ClassifyNeutralVisit(err, func(e error, _ bool) bool {
+		tb := methods.Bits(e, codes.MethodBits)
 		if !found {
-			if me, found = codes.AsOne(e, asMySQLError); found && me != nil {
+			if me, found = codes.AsOneBits(e, tb, asMySQLError); found && me != nil {
 				return true // it decides, whatever follows
 			}
 		}
 		if !invalid {
-			invalid = codes.IsOne(e, gomysql.ErrInvalidConn)
+			invalid = codes.IsOneBits(e, tb, gomysql.ErrInvalidConn)
 		}
 		return false
 	})
@@ -89,6 +98,9 @@ func classify(err error) (c sr.Class) {
 	}
 	return neutral
 }
+
+// methods keeps codes.MethodBits for each type of error met.
+var methods codes.TypeCache
 
 func asMySQLError(err error) (*gomysql.MySQLError, bool) {
 	e, ok := err.(*gomysql.MySQLError)

@@ -72,9 +72,20 @@ var Classifier sr.Classifier = sr.ClassifierFunc(Classify)
 // included), so a verify that reads "not applied" afterwards reads a final
 // answer and no Fencer is needed.
 func Classify(err error) sr.Class {
-	c := codes.Classify(err, classifyModern, contention)
+	c := classifyFramed(err)
 	c.Ended = true
 	return c
+}
+
+// classifyFramed is codes.Classify(err, classifyModern, contention),
+// written out: through its function values each level copies the Class
+// once more and none is inlined.
+func classifyFramed(err error) (c sr.Class) {
+	if err == nil {
+		return sr.ClassifyNeutral(nil)
+	}
+	defer codes.Recover(&c)
+	return codes.Tag(classify(err, mattnPkg), contention)
 }
 
 // contention reports whether a result code name is one of lock contention:
@@ -83,9 +94,6 @@ func Classify(err error) sr.Class {
 func contention(code string) bool {
 	return strings.HasPrefix(code, "SQLITE_BUSY") || strings.HasPrefix(code, "SQLITE_LOCKED")
 }
-
-// classifyModern is classify with mattn's real import path.
-func classifyModern(err error) sr.Class { return classify(err, mattnPkg) }
 
 // classify reads a non-nil err, with mattn's import path a parameter, for
 // tests; Classify frames it.
@@ -98,10 +106,14 @@ func classify(err error, mattn string) (c sr.Class) {
 		found, foundMN bool
 	)
 	neutral := sr.ClassifyNeutralVisit(err, func(x error, _ bool) bool {
-		if e, found = codes.AsOne(x, asCoder); found {
-			return true // it decides, whatever follows
+		tb := types.Bits(x, typeBits)
+		if tb&(tCoder|codes.HasAs) != 0 {
+			if e, found = codes.AsOneBits(x, tb, asCoder); found {
+				return true // it decides, whatever follows
+			}
 		}
-		if !foundMN {
+		// typeBits knows mattn's real package alone (tests pass another).
+		if !foundMN && (tb&tMattn != 0 || mattn != mattnPkg) {
 			n, foundMN = mattnNode(x, mattn)
 		}
 		return false
@@ -113,6 +125,28 @@ func classify(err error, mattn string) (c sr.Class) {
 		return byCode(n)
 	}
 	return neutral
+}
+
+// What the walk asks of an error's type, after codes.HasAs.
+const (
+	tCoder = codes.FirstFree << iota // coder
+	tMattn                           // declared in mattnPkg
+)
+
+// types keeps typeBits for each type of error met.
+var types codes.TypeCache
+
+// typeBits answers, from err's dynamic type alone, what the walk asks of it:
+// mattnNode's first test, the package path, among them.
+func typeBits(err error) uint32 {
+	b := codes.MethodBits(err)
+	if _, ok := err.(coder); ok {
+		b |= tCoder
+	}
+	if reflect.TypeOf(err).PkgPath() == mattnPkg {
+		b |= tMattn
+	}
+	return b
 }
 
 func asCoder(err error) (coder, bool) { e, ok := err.(coder); return e, ok }
