@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"net"
 	"os"
@@ -117,14 +118,29 @@ func ClassifyCockroach(err error) sr.Class { return classifyWith(crdbTable, err)
 // [LibPQClassifier].
 func ClassifyLibPQ(err error) sr.Class {
 	c := Classify(err)
-	// The code "bad-conn" is the neutral verdict's, given only when its
-	// walk found driver.ErrBadConn (by identity or an Is method), as
-	// errors.Is would: no second walk is needed to know it.
-	if c.Code == "bad-conn" {
+	// The retryable verdict "bad-conn" is the neutral verdict's, given only
+	// when its walk found driver.ErrBadConn (by identity or an Is method),
+	// as errors.Is would: no second walk is needed to know it. A server
+	// error's verdict may carry the code too, its SQLSTATE being whatever
+	// the wire said, and is never retryable (the tables list no such code):
+	// for it alone the tree is walked again.
+	if c.Code == "bad-conn" && (c.Retryable || holdsBadConn(err)) {
 		c.Phase = sr.Unknown
 		c.Reason = "driver.ErrBadConn from lib/pq: the connection broke, but lib/pq also returns it after sending (lib/pq#939), so the command may have run"
 	}
 	return c
+}
+
+// holdsBadConn reports whether err's tree holds driver.ErrBadConn
+// (errors.Is); an error's method that panics makes it false, so that
+// ClassifyLibPQ never panics.
+func holdsBadConn(err error) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return codes.Is(err, driver.ErrBadConn)
 }
 
 // classifyWith is codes.Classify(err, classify with table t, contention),
