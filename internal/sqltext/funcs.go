@@ -94,16 +94,10 @@ func init() {
 // known to be pure, prev being the token before it: a type's length after AS
 // or "::" (varchar(20)) is no call, nor a keyword before a parenthesis.
 func (l *lexer) callsImpure(t, prev token) bool {
-	if !l.peekPunct('(') {
+	if l.s[t.start] == '@' || !l.isCall(prev) {
+		// SQL Server's @variable is no function, and "@v(" no call
+		// (PostgreSQL reads the same text as the operator @ before v).
 		return false
-	}
-	if l.punct(prev, ':') || prev.kind == tokWord && l.is(prev, "as") {
-		return false // a type: CAST(x AS varchar(20)), x::numeric(10,2)
-	}
-	if after := *l; after.next().kind == tokPunct && after.skipBalanced() {
-		if n := after.next(); n.kind == tokWord && l.is(n, "as") {
-			return false // a common table expression's columns: WITH t(n) AS (…)
-		}
 	}
 	var buf [32]byte
 	if t.end-t.start > len(buf) {
@@ -118,4 +112,30 @@ func (l *lexer) callsImpure(t, prev token) bool {
 		b[i] = c
 	}
 	return !pureFuncs[string(b)] // the conversion in a map index does not allocate
+}
+
+// callsImpureQuoted is callsImpure for a quoted name t ("f", `f`, [f]):
+// the same function as the bare name, or another one (PostgreSQL does not
+// fold a quoted name's case). Any quoted call is an unknown call, which may
+// write: pureFuncs holds keywords too ("in", "values", "update"), and a
+// user's function may be named as one. Reading a quoted pure function as a
+// write costs a read its replay, never an outcome.
+func (l *lexer) callsImpureQuoted(prev token) bool { return l.isCall(prev) }
+
+// isCall reports whether the name just read, after prev, is called: "("
+// follows, and it is not a type's size (CAST(x AS varchar(20)),
+// x::numeric(10,2)) or a common table expression's columns (WITH t(n) AS).
+func (l *lexer) isCall(prev token) bool {
+	if !l.peekPunct('(') {
+		return false
+	}
+	if l.punct(prev, ':') || prev.kind == tokWord && l.is(prev, "as") {
+		return false // a type: CAST(x AS varchar(20)), x::numeric(10,2)
+	}
+	if after := *l; after.next().kind == tokPunct && after.skipBalanced() {
+		if n := after.next(); n.kind == tokWord && l.is(n, "as") {
+			return false // a common table expression's columns: WITH t(n) AS (…)
+		}
+	}
+	return true
 }

@@ -74,8 +74,10 @@ func divergent(s string) bool {
 		case '\\', '#', '[', '`', '$', 0, '\r':
 			return true
 		case '@':
-			if i > 0 && isWordByte(s[i-1]) {
-				return true // SQL Server: "a@b" is one name
+			if i > 0 && isWordByte(s[i-1]) || i+1 < len(s) && isWordByte(s[i+1]) {
+				// SQL Server: "a@b" is one name, "@commit" a variable
+				// where others read the operator @ before COMMIT.
+				return true
 			}
 		case '-':
 			if i+1 < len(s) && s[i+1] == '-' {

@@ -263,6 +263,15 @@ func noWrites(s string, d dialect, mode scanMode, cte bool) bool {
 			if mode == scanRead && l.callsImpure(t, prev) {
 				return false // a function that may write (see pureFuncs)
 			}
+		case tokQuoted:
+			// A quoted name of a function that changes state ("nextval")
+			// is that function, in every mode a bare one is looked for.
+			if in := (token{tokWord, t.start + 1, t.end - 1}); in.end > in.start && l.stateWord(in, l.class(in)) {
+				return false
+			}
+			if mode == scanRead && l.callsImpureQuoted(prev) {
+				return false // a function called by a quoted name
+			}
 		}
 		prev2, prev = prev, t
 	}

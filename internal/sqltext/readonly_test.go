@@ -398,3 +398,29 @@ func TestDivergent(t *testing.T) {
 		}
 	}
 }
+
+// Review 3: a function called by a quoted name is the same function as the
+// bare name (PostgreSQL folds a bare name to lower case; MySQL's backticks
+// and SQL Server's brackets quote any name), so a quoted call of a function
+// that writes is a write: read as a read, SELECT "bump"() was replayed after
+// its connection was lost and its write landed twice. A quoted name before
+// "(" is an unknown call, whatever the name.
+func TestReadOnlyQuotedFunctionCall(t *testing.T) {
+	checkReadOnly(t, []readOnlyCase{
+		{`SELECT "bump"()`, false},                            // PostgreSQL runs bump()
+		{`SELECT "nextval"('s')`, false},                      // advances the sequence
+		{`SELECT x."f"()`, false},                             // a schema-qualified call
+		{`SELECT * FROM "f"()`, false},                        // a set-returning function
+		{`SELECT "pg_advisory_lock"(1)`, false},               // takes a session lock
+		{"SELECT `f`()", false},                               // MySQL
+		{"SELECT [f]()", false},                               // SQL Server
+		{`SELECT "BUMP"()`, false},                            // another function, still unknown
+		{`SELECT "lower"('A')`, false},                        // pure, but read as unknown: only a replayed read
+		{`SELECT * FROM "t" AS "x"("a", "b")`, true},          // an alias's column list
+		{`WITH "c"("n") AS (SELECT 1) SELECT * FROM c`, true}, // a CTE's columns
+		{`SELECT "a" FROM "t" WHERE "b" = 1`, true},           // quoted columns and tables
+		{`SELECT "f" ()`, false},                              // a space before the parenthesis
+		{`EXPLAIN SELECT "nextval"('s')`, false},              // as EXPLAIN SELECT nextval('s')
+		{`EXPLAIN SELECT "f"()`, true},                        // as EXPLAIN SELECT f(): not run
+	})
+}
