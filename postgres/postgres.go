@@ -118,29 +118,39 @@ func ClassifyCockroach(err error) sr.Class { return classifyWith(crdbTable, err)
 // [LibPQClassifier].
 func ClassifyLibPQ(err error) sr.Class {
 	c := Classify(err)
+	if c.Code != "bad-conn" {
+		return c
+	}
 	// The retryable verdict "bad-conn" is the neutral verdict's, given only
 	// when its walk found driver.ErrBadConn (by identity or an Is method),
 	// as errors.Is would: no second walk is needed to know it. A server
 	// error's verdict may carry the code too, its SQLSTATE being whatever
 	// the wire said, and is never retryable (the tables list no such code):
 	// for it alone the tree is walked again.
-	if c.Code == "bad-conn" && (c.Retryable || holdsBadConn(err)) {
-		c.Phase = sr.Unknown
-		c.Reason = "driver.ErrBadConn from lib/pq: the connection broke, but lib/pq also returns it after sending (lib/pq#939), so the command may have run"
+	if c.Retryable {
+		return libpqBadConn(c)
 	}
+	return serverBadConn(err, c)
+}
+
+// libpqBadConn is ClassifyLibPQ's reading of driver.ErrBadConn: c with an
+// unknown outcome.
+func libpqBadConn(c sr.Class) sr.Class {
+	c.Phase = sr.Unknown
+	c.Reason = "driver.ErrBadConn from lib/pq: the connection broke, but lib/pq also returns it after sending (lib/pq#939), so the command may have run"
 	return c
 }
 
-// holdsBadConn reports whether err's tree holds driver.ErrBadConn
-// (errors.Is); an error's method that panics makes it false, so that
-// ClassifyLibPQ never panics.
-func holdsBadConn(err error) (ok bool) {
-	defer func() {
-		if recover() != nil {
-			ok = false
-		}
-	}()
-	return codes.Is(err, driver.ErrBadConn)
+// serverBadConn is ClassifyLibPQ's reading of a server error's verdict c
+// whose code is "bad-conn": lib/pq's when err's tree also holds
+// driver.ErrBadConn (errors.Is), c otherwise, and Panicked when an error's
+// method panics in that walk, so that ClassifyLibPQ never panics.
+func serverBadConn(err error, c sr.Class) (v sr.Class) {
+	defer codes.Recover(&v)
+	if codes.Is(err, driver.ErrBadConn) {
+		return libpqBadConn(c)
+	}
+	return c
 }
 
 // classifyWith is codes.Classify(err, classify with table t, contention),

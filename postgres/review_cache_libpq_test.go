@@ -10,6 +10,7 @@ import (
 	"github.com/lib/pq"
 
 	sr "github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/internal/codes"
 )
 
 // TestLibPQBadConnOnlyFromErrBadConn: ClassifyLibPQ reads a verdict as lib/pq's
@@ -41,5 +42,22 @@ func TestLibPQBadConnOnlyFromErrBadConn(t *testing.T) {
 		if got := ClassifyLibPQ(c.err); got != want {
 			t.Errorf("%s: ClassifyLibPQ = %+v, want %+v", c.name, got, want)
 		}
+	}
+}
+
+// panicky's Unwrap panics.
+type panicky struct{}
+
+func (panicky) Error() string { return "panicky" }
+func (panicky) Unwrap() error { panic("Unwrap") }
+
+// TestLibPQBadConnSecondWalkNeverPanics: the second walk, which reads past
+// the server error where Classify's walk stopped, turns a panic of an
+// error's method into the verdict Panicked, as Classify does (before
+// 052bbb8 the panic left ClassifyLibPQ).
+func TestLibPQBadConnSecondWalkNeverPanics(t *testing.T) {
+	err := errors.Join(&pq.Error{Code: "bad-conn"}, panicky{})
+	if got := ClassifyLibPQ(err); got != codes.Panicked {
+		t.Errorf("ClassifyLibPQ = %+v, want Panicked", got)
 	}
 }
