@@ -12,8 +12,9 @@ import (
 // of ~30 instructions (the assertion's cache probe); the cache asks them
 // once per type and answers them all in one probe of ~10. compute must
 // answer from err's dynamic type alone. The zero TypeCache is empty and
-// ready; it is safe for concurrent use, and allocates only when it meets a
-// type it has not kept: practice meets a dozen types.
+// ready; it is safe for concurrent use, and allocates only when it keeps a
+// type in an empty slot: practice meets a dozen types, and 256 slots hold
+// them (a type whose slot another holds is computed each time).
 type TypeCache struct {
 	slots [256]atomic.Pointer[typeEntry]
 }
@@ -27,14 +28,25 @@ type typeEntry struct {
 // not be nil.
 func (c *TypeCache) Bits(err error, compute func(error) uint32) uint32 {
 	w := typeWord(err)
-	h := uintptr(w)
-	slot := &c.slots[(h>>3^h>>11)%uintptr(len(c.slots))]
-	if e := slot.Load(); e != nil && e.word == w {
-		return e.bits
+	slot := &c.slots[slotOf(w)]
+	if e := slot.Load(); e != nil {
+		if e.word == w {
+			return e.bits
+		}
+		// A slot keeps the first type met: two hot types sharing one
+		// would otherwise evict each other and allocate at every call.
+		// The second pays its assertions instead, and nothing more.
+		return compute(err)
 	}
 	e := &typeEntry{word: w, bits: compute(err)}
-	slot.Store(e)
+	slot.CompareAndSwap(nil, e) // lost to another goroutine's type: fine
 	return e.bits
+}
+
+// slotOf is the slot of type word w.
+func slotOf(w unsafe.Pointer) uintptr {
+	h := uintptr(w)
+	return (h>>3 ^ h>>11) % 256
 }
 
 // typeWord is the first word of err, which stands for its dynamic type: an
