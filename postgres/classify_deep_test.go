@@ -13,10 +13,11 @@ import (
 )
 
 // TestClassifyDeepChain: errors.As finds a server error at any depth, and so
-// did the classifiers before their one-walk rewrite (5f2aa8e); the walk
-// (sr.ClassifyNeutralVisit) stops after 100 wrappers of one chain, so a
+// did the classifiers before their one-walk rewrite (5f2aa8e); that walk
+// (sr.ClassifyNeutralVisit) stopped after 100 wrappers of one chain, so a
 // serialization failure wrapped 101 times (an error re-wrapped per retry
-// by a caller's own loop) is read as "not a known transient error".
+// by a caller's own loop) was read as "not a known transient error". It
+// follows 10,000 now.
 func TestClassifyDeepChain(t *testing.T) {
 	wrap := func(e error) error {
 		for i := 0; i < 101; i++ {
