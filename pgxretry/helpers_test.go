@@ -61,10 +61,10 @@ func openPool(t testing.TB, dsn, app string, edit func(*pgxpool.Config)) *pgxpoo
 // storms are outages by design), PostgreSQL's classifier.
 func policy(t testing.TB) *sqlretry.Policy { return policyWith(t, nil) }
 
-// policyWith is policy with an Observer.
-func policyWith(t testing.TB, obs sqlretry.Observer) *sqlretry.Policy {
+// policyWith is policy with an Observer, and edits of its Config.
+func policyWith(t testing.TB, obs sqlretry.Observer, edits ...func(*sqlretry.Config)) *sqlretry.Policy {
 	t.Helper()
-	p, err := sqlretry.New(sqlretry.Config{
+	c := sqlretry.Config{
 		Observer:          obs,
 		Classifier:        postgres.Classifier,
 		MaxRetries:        20,
@@ -73,7 +73,11 @@ func policyWith(t testing.TB, obs sqlretry.Observer) *sqlretry.Policy {
 		MaxDelay:          20 * time.Millisecond,
 		Budget:            sqlretry.NoBudget,
 		CountCalls:        true,
-	})
+	}
+	for _, edit := range edits {
+		edit(&c)
+	}
+	p, err := sqlretry.New(c)
 	if err != nil {
 		t.Fatal(err)
 	}
