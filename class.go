@@ -8,12 +8,11 @@ import (
 	"math/bits"
 	"net"
 	"os"
-	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/sqlretry/sqlretry/internal/enum"
+	"github.com/sqlretry/sqlretry/internal/typecache"
 )
 
 // Phase says what is known about the effect of a failed attempt.
@@ -269,7 +268,9 @@ func (f *facts) scan(err error) {
 			return
 		}
 		tb := typeBitsOf(err)
-		f.nodeBits(err, tb)
+		if tb&tNode != 0 { // a plain wrapper says nothing itself
+			f.nodeBits(err, tb)
+		}
 		switch {
 		case tb&tUnwrap != 0:
 			err = err.(interface{ Unwrap() error }).Unwrap()
@@ -310,7 +311,9 @@ func (f *facts) scanVisit(err error, chain bool, visit func(error, bool) bool) (
 			return true
 		}
 		tb := typeBitsOf(err)
-		f.nodeBits(err, tb)
+		if tb&tNode != 0 { // a plain wrapper says nothing itself
+			f.nodeBits(err, tb)
+		}
 		switch {
 		case tb&tUnwrap != 0:
 			err = err.(interface{ Unwrap() error }).Unwrap()
@@ -411,6 +414,8 @@ const (
 	tNetError                   // net.Error
 	tDNS                        // *net.DNSError
 	tSentinel                   // the dynamic type of one of sentinels
+
+	tNode = tIs | tNetError | tDNS | tSentinel // what nodeBits reads
 )
 
 // typeBits computes the answers of err's dynamic type.
@@ -432,45 +437,22 @@ func typeBits(err error) uint8 {
 		b |= tDNS
 	}
 	for i := range sentinels {
-		if typeWord(err) == typeWord(sentinels[i].err) {
+		if typecache.SameType(err, sentinels[i].err) {
 			b |= tSentinel
 		}
 	}
 	return b
 }
 
-// typeWord is the first word of err, which stands for its dynamic type: an
-// interface value is two words, the first the itab of (error, the dynamic
-// type), which is one per type, or nil. unsafe, because nothing else reads
-// a type's identity as one word: a type assertion to an interface type
-// costs ~30 instructions (its cache probe), and reflect.Type's comparison
-// calls the runtime; a walk asks 4–7 such questions of each error.
-func typeWord(err error) unsafe.Pointer { return (*[2]unsafe.Pointer)(unsafe.Pointer(&err))[0] }
-
-// typeEntry is typeBitsOf's answer for one dynamic type.
-type typeEntry struct {
-	word unsafe.Pointer
-	bits uint8
-}
-
-// typeCache holds typeBitsOf's answers, one type a slot, the last met in
-// it: practice meets a dozen types, so after the first call of each no
-// answer is computed again and nothing is allocated. Safe for concurrent
-// use.
-var typeCache [256]atomic.Pointer[typeEntry]
+// typeCache holds typeBits's answers, one type a slot (see
+// typecache.Cache): practice meets a dozen types, so after the first call
+// of each no answer is computed again and nothing is allocated.
+var typeCache typecache.Cache
 
 // typeBitsOf is typeBits(err), computed once per dynamic type.
-func typeBitsOf(err error) uint8 {
-	w := typeWord(err)
-	h := uintptr(w)
-	slot := &typeCache[(h>>3^h>>11)%uintptr(len(typeCache))]
-	if e := slot.Load(); e != nil && e.word == w {
-		return e.bits
-	}
-	e := &typeEntry{word: w, bits: typeBits(err)}
-	slot.Store(e)
-	return e.bits
-}
+func typeBitsOf(err error) uint8 { return uint8(typeCache.Bits(err, typeBits32)) }
+
+func typeBits32(err error) uint32 { return uint32(typeBits(err)) }
 
 // errno records what a system error number says.
 func (f *facts) errno(e syscall.Errno) {

@@ -131,23 +131,25 @@ var Classifier sr.Classifier = sr.ClassifierFunc(Classify)
 // matches, is retryable and not sent. Anything else goes to
 // [sr.ClassifyNeutral]. It never panics.
 func Classify(err error) (c sr.Class) {
-	// codes.Classify, written out: through its function values each level
-	// copies the Class once more and none is inlined.
+	// The classifiers' frame, with the verdict written through a pointer
+	// (see codes.TagIn).
 	if err == nil {
 		return sr.ClassifyNeutral(nil)
 	}
 	defer codes.Recover(&c)
-	return codes.Tag(classify(err), contention)
+	classify(err, &c)
+	codes.TagIn(&c, contention)
+	return c
 }
 
-func classify(err error) (c sr.Class) {
+func classify(err error, c *sr.Class) {
 	// One walk of the tree finds the first numbered error (errors.As) and
 	// the neutral verdict.
 	var (
 		e     numberer
 		found bool
 	)
-	neutral := sr.ClassifyNeutralVisit(err, func(x error, _ bool) bool {
+	*c = sr.ClassifyNeutralVisit(err, func(x error, _ bool) bool {
 		tb := types.Bits(x, typeBits)
 		if tb&(tNumberer|codes.HasAs) == 0 {
 			return false
@@ -161,23 +163,19 @@ func classify(err error) (c sr.Class) {
 		if s, ok := e.(severitier); ok {
 			sev = s.SQLErrorClass()
 		}
-		c, listed := verdict(n, sev)
+		listed := verdict(n, sev, c)
 		if listed && c.Retryable {
-			return c
+			return
 		}
-		if r, ok := retryableInAll(e); ok {
-			return r
+		if retryableInAll(e, c) || listed {
+			return
 		}
-		if listed {
-			return c
-		}
-		return bySeverity(n, sev)
+		*c = bySeverity(n, sev)
+		return
 	}
-	c = neutral
 	if c.Code == "bad-conn" {
 		c.Reason = "driver.ErrBadConn (go-mssqldb RetryableError): the request was not sent; from Commit, the transaction was not committed, so re-run it whole"
 	}
-	return c
 }
 
 // tNumberer: the type is a numberer, after codes.HasAs.
@@ -197,20 +195,30 @@ func typeBits(err error) uint32 {
 
 func asNumberer(err error) (numberer, bool) { e, ok := err.(numberer); return e, ok }
 
-// verdict finds the listed verdict on number n sent with class sev: a
-// network number's at class 20 and above, else the server's.
-func verdict(n int32, sev uint8) (sr.Class, bool) {
+// verdict finds the listed verdict on number n sent with class sev, into
+// *c: a network number's at class 20 and above, else the server's. It
+// reports whether the number is listed; *c is left alone when not.
+func verdict(n int32, sev uint8, c *sr.Class) bool {
 	v, ok := byNumberAll[n]
 	switch {
 	case ok && v.isNet:
 		if sev >= fatalClass {
-			return v.net, true
+			*c = v.net
+			return true
 		}
-		return v.server, v.hasServer // no server message: judged by severity
+		if v.hasServer {
+			*c = v.server
+		}
+		return v.hasServer // no server message: judged by severity
 	case ok:
-		return v.number, true
+		*c = v.number
+		return true
 	}
-	return userDefinedNumber(n)
+	u, ok := userDefinedNumber(n)
+	if ok {
+		*c = u
+	}
+	return ok
 }
 
 // lookupNumber finds a listed number, the user-defined range included.
@@ -247,39 +255,41 @@ func bySeverity(n int32, sev uint8) sr.Class {
 }
 
 // retryableInAll looks through mssql.Error.All (every error the server sent,
-// first to last) for a retryable number. It reads the field by reflection so
-// as not to import go-mssqldb, and runs only when the last error is not
-// retryable.
-func retryableInAll(e error) (sr.Class, bool) {
+// first to last) for a retryable number, and writes its verdict to *c when
+// it finds one. It reads the field by reflection so as not to import
+// go-mssqldb, and runs only when the last error is not retryable.
+func retryableInAll(e error, c *sr.Class) bool {
 	v := reflect.ValueOf(e)
 	if v.Kind() == reflect.Pointer {
 		if v.IsNil() {
-			return sr.Class{}, false
+			return false
 		}
 		v = v.Elem()
 	}
 	if v.Kind() != reflect.Struct {
-		return sr.Class{}, false
+		return false
 	}
 	l := layoutOf(v.Type())
 	if l.all == nil {
-		return sr.Class{}, false
+		return false
 	}
 	all := v.FieldByIndex(l.all)
 	if all.Len() < 2 || l.number == nil {
-		return sr.Class{}, false
+		return false
 	}
+	var found sr.Class
 	for i := 0; i < all.Len(); i++ {
 		el := all.Index(i)
 		var sev uint8
 		if l.class != nil {
 			sev = uint8(el.FieldByIndex(l.class).Uint())
 		}
-		if c, ok := verdict(int32(el.FieldByIndex(l.number).Int()), sev); ok && c.Retryable {
-			return c, true
+		if verdict(int32(el.FieldByIndex(l.number).Int()), sev, &found) && found.Retryable {
+			*c = found
+			return true
 		}
 	}
-	return sr.Class{}, false
+	return false
 }
 
 // allLayout is where an error struct type keeps what retryableInAll reads:

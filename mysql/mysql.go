@@ -53,16 +53,19 @@ var invalidConn = sr.Class{Retryable: true, Phase: sr.Unknown, Code: "invalid-co
 // [sr.ClassifyNeutral] (go-sql-driver returns driver.ErrBadConn only when
 // nothing was written). It never panics.
 func Classify(err error) (c sr.Class) {
-	// codes.Classify, written out: through its function values each level
-	// copies the Class once more and none is inlined.
+	// The classifiers' frame, with the verdict written through a pointer
+	// (see codes.TagIn).
 	if err == nil {
 		return sr.ClassifyNeutral(nil)
 	}
 	defer codes.Recover(&c)
-	return codes.Tag(classify(err), contention)
+	classify(err, &c)
+	codes.TagIn(&c, contention)
+	return c
 }
 
-func classify(err error) (c sr.Class) {
+// classify writes its verdict to *c (see codes.TagIn).
+func classify(err error, c *sr.Class) {
 	// One walk of the tree answers every question: the first
 	// *mysql.MySQLError (errors.As), mysql.ErrInvalidConn (errors.Is) and
 	// the neutral verdict.
@@ -71,7 +74,7 @@ func classify(err error) (c sr.Class) {
 		found   bool
 		invalid bool
 	)
-	neutral := sr.ClassifyNeutralVisit(err, func(e error, _ bool) bool {
+	*c = sr.ClassifyNeutralVisit(err, func(e error, _ bool) bool {
 		tb := methods.Bits(e, codes.MethodBits)
 		if !found {
 			if me, found = codes.AsOneBits(e, tb, asMySQLError); found && me != nil {
@@ -84,19 +87,19 @@ func classify(err error) (c sr.Class) {
 		return false
 	})
 	if found && me != nil {
-		if me.Number == 4031 && !strings.Contains(me.Message, interactionTimeoutText) {
-			return mariaDB4031
+		switch {
+		case me.Number == 4031 && !strings.Contains(me.Message, interactionTimeoutText):
+			*c = mariaDB4031
+		case me.Number == 1047 && strings.Contains(me.Message, "WSREP"):
+			*c = galera1047
+		default:
+			verdictIn(me.Number, c)
 		}
-		if me.Number == 1047 && strings.Contains(me.Message, "WSREP") {
-			return galera1047
-		}
-		c, _ := verdict(me.Number)
-		return c
+		return
 	}
 	if invalid {
-		return invalidConn
+		*c = invalidConn
 	}
-	return neutral
 }
 
 // methods keeps codes.MethodBits for each type of error met.
@@ -151,10 +154,19 @@ func Lookup(code string) (sr.Class, bool) {
 // verdict is the table's verdict on an error number (already tagged with
 // its Kind), or (false) the one on a number the table does not list.
 func verdict(n uint16) (sr.Class, bool) {
-	if c, ok := byNumber[n]; ok {
-		return c, true
+	var c sr.Class
+	ok := verdictIn(n, &c)
+	return c, ok
+}
+
+// verdictIn is verdict written to *c.
+func verdictIn(n uint16, c *sr.Class) bool {
+	if v, ok := byNumber[n]; ok {
+		*c = v
+		return true
 	}
-	return unlisted(n), false
+	*c = unlisted(n)
+	return false
 }
 
 // contention reports whether an error number is one of lock contention:

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/lib/pq"
 
 	sr "github.com/sqlretry/sqlretry"
@@ -51,6 +52,38 @@ func realConnectError(tb testing.TB) error {
 	return err
 }
 
+// realStartupError is the *pgconn.ConnectError of a server that refuses
+// the connection's startup with code (57P03 "the database system is
+// starting up" in a failover, 53300 "too many connections"): a listener
+// that answers the startup message with a FATAL error, as PostgreSQL does.
+func realStartupError(tb testing.TB, code, msg string) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		be := pgproto3.NewBackend(c, c)
+		if _, err := be.ReceiveStartupMessage(); err != nil {
+			return
+		}
+		be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: code, Message: msg})
+		be.Flush()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = pgconn.Connect(ctx, "postgres://u@"+ln.Addr().String()+"/db?sslmode=disable&connect_timeout=5")
+	if _, ok := err.(*pgconn.ConnectError); !ok {
+		tb.Fatalf("setup: got %T %v, want a *pgconn.ConnectError", err, err)
+	}
+	return err
+}
+
 // practice is every error of practice the PostgreSQL classifiers meet:
 // pgx's and lib/pq's server errors, pgconn's transport errors, and the
 // engine-neutral ones, each bare and wrapped.
@@ -66,6 +99,9 @@ func practice(tb testing.TB) []errsample.Case {
 		{Name: "pgx-42P01", Err: &pgconn.PgError{Severity: "ERROR", Code: "42P01", Message: "relation does not exist"}},
 		{Name: "pq-40001", Err: &pq.Error{Code: "40001"}},
 		{Name: "pgconn-connect", Err: realConnectError(tb)},
+		{Name: "pgconn-startup-57P03", Err: realStartupError(tb, "57P03", "the database system is starting up")},
+		{Name: "pgconn-startup-3D000", Err: realStartupError(tb, "3D000", `database "db" does not exist`)},
+		{Name: "pgconn-startup-28P01", Err: realStartupError(tb, "28P01", `password authentication failed for user "u"`)},
 		{Name: "pgconn-reset", Err: &transportError{"failed to receive message", reset, false}},
 		{Name: "pgconn-write-safe", Err: &transportError{"failed to write startup message", reset, true}},
 		{Name: "pgconn-closed", Err: &transportError{"", pgconn.ErrConnClosed, false}},

@@ -43,28 +43,52 @@ type (
 
 // table is an engine's compiled table.
 type table struct {
-	exact map[string]sr.Class // "40001"
-	class map[string]sr.Class // "53"
-	rows  []Entry             // sorted by Code
+	index           codeIndex // exact rows ("40001") and class rows ("53", from "53xxx")
+	rows            []Entry   // sorted by Code
+	unlisted        sr.Class  // the verdict on a code not listed, but for its Code
+	unlistedStartup sr.Class  // ... in reply to a connection's startup
+}
+
+// atStartup is verdict c given in reply to a connection's startup: the
+// server refused it (08001, 08004, 53300, 57P03, 55000 "not currently
+// accepting connections", 28xxx, 3D000...), and pgconn wraps what it got
+// before the connection was established in a *pgconn.ConnectError: no
+// statement of the caller's was sent. The code still decides whether a
+// retry can help. Computed once per row, so that the verdict allocates
+// nothing.
+func atStartup(c sr.Class) sr.Class {
+	if c.Phase != sr.NotSent {
+		c.Phase = sr.NotSent
+		c.Reason += " (in reply to the connection's startup, inside a pgconn.ConnectError: nothing was sent)"
+	}
+	return c
 }
 
 func compile(lists ...[]Entry) *table {
-	t := &table{exact: map[string]sr.Class{}, class: map[string]sr.Class{}}
+	t := &table{}
 	byCode := map[string]Entry{}
 	for _, list := range lists { // later lists override earlier ones
 		for _, e := range list {
 			byCode[e.Code] = e
 		}
 	}
+	verdicts := map[uint64]sr.Class{}
+	t.unlisted = sr.Class{Phase: sr.NotApplied, Reason: "SQLSTATE not listed as transient: not retried"}
+	t.unlistedStartup = atStartup(t.unlisted)
 	for code, e := range byCode {
 		e.Class = codes.Tag(e.Class, contention)
 		if isClassRow(code) {
-			t.class[code[:2]] = e.Class
+			verdicts[classKey(code)] = e.Class
 		} else {
-			t.exact[code] = e.Class
+			k, ok := exactKey(code)
+			if !ok {
+				panic("postgres: table row " + codes.Quote(code) + " is not a 5-character SQLSTATE")
+			}
+			verdicts[k] = e.Class
 		}
 		t.rows = append(t.rows, e)
 	}
+	t.index = newCodeIndex(verdicts)
 	sort.Slice(t.rows, func(i, j int) bool { return t.rows[i].Code < t.rows[j].Code })
 	return t
 }
@@ -76,18 +100,29 @@ var (
 	crdbTable = compile(entries, cockroachEntries)
 )
 
-// lookup finds a well-formed, upper-case code: the exact row, then its class.
-func (t *table) lookup(code string) (sr.Class, bool) {
-	if c, ok := t.exact[code]; ok {
-		return c, true
-	}
-	if len(code) == 5 {
-		if c, ok := t.class[code[:2]]; ok {
-			c.Code = code
-			return c, true
+// lookup finds a well-formed, upper-case code: the exact row, then its
+// class. It writes the verdict to c, the one given at a connection's
+// startup when startup is true (see atStartup), and reports whether a row
+// was found.
+func (t *table) lookup(code string, startup bool, c *sr.Class) bool {
+	s := (*codeSlot)(nil)
+	if k, ok := exactKey(code); ok {
+		if s = t.index.find(k); s == nil {
+			s = t.index.find(classKey(code))
 		}
 	}
-	return sr.Class{Phase: sr.NotApplied, Code: code, Reason: "SQLSTATE not listed as transient: not retried"}, false
+	switch {
+	case s == nil && startup:
+		*c = t.unlistedStartup
+	case s == nil:
+		*c = t.unlisted
+	case startup:
+		*c = s.startup
+	default:
+		*c = s.class
+	}
+	c.Code = code
+	return s != nil
 }
 
 // Classifier is the PostgreSQL [sr.Classifier]: pass it as
@@ -108,16 +143,22 @@ var LibPQClassifier sr.Classifier = sr.ClassifierFunc(ClassifyLibPQ)
 // through its SQLState() method (pgx's *pgconn.PgError, lib/pq's *pq.Error)
 // and pgconn's proof that nothing was sent through SafeToRetry(), and falls
 // back to [sr.ClassifyNeutral]. It never panics, whatever err is.
-func Classify(err error) sr.Class { return classifyWith(pgTable, err) }
+func Classify(err error) (c sr.Class) {
+	classifyWith(pgTable, err, &c)
+	return c
+}
 
 // ClassifyCockroach gives CockroachDB's verdict on err; see
 // [CockroachClassifier].
-func ClassifyCockroach(err error) sr.Class { return classifyWith(crdbTable, err) }
+func ClassifyCockroach(err error) (c sr.Class) {
+	classifyWith(crdbTable, err, &c)
+	return c
+}
 
 // ClassifyLibPQ is [Classify] with driver.ErrBadConn read as unknown; see
 // [LibPQClassifier].
-func ClassifyLibPQ(err error) sr.Class {
-	c := Classify(err)
+func ClassifyLibPQ(err error) (c sr.Class) {
+	classifyWith(pgTable, err, &c)
 	if c.Code != "bad-conn" {
 		return c
 	}
@@ -153,41 +194,46 @@ func serverBadConn(err error, c sr.Class) (v sr.Class) {
 	return c
 }
 
-// classifyWith is codes.Classify(err, classify with table t, contention),
-// written out: through codes.Classify's function values, each level copies
-// the Class once more and none is inlined (~130 instructions a call,
-// measured).
-func classifyWith(t *table, err error) (c sr.Class) {
+// classifyWith is the classifiers' frame around classify with table t,
+// with the verdict written to *c (see codes.TagIn): a Class returned by
+// value is copied at every level it passes through, and this frame had
+// five.
+func classifyWith(t *table, err error, c *sr.Class) {
 	if err == nil {
-		return sr.ClassifyNeutral(nil)
+		*c = sr.ClassifyNeutral(nil)
+		return
 	}
-	defer codes.Recover(&c)
-	return codes.Tag(classify(t, err), contention)
+	defer codes.Recover(c)
+	classify(t, err, c)
+	codes.TagIn(c, contention)
 }
 
-// classify reads a non-nil err with table t; Classify frames it.
-func classify(t *table, err error) sr.Class {
+// classify reads a non-nil err with table t into *c; Classify frames it.
+func classify(t *table, err error, c *sr.Class) {
 	var w walk
-	neutral := sr.ClassifyNeutralVisit(err, w.visit)
+	*c = sr.ClassifyNeutralVisit(err, w.visit)
 	if w.foundS {
-		return w.serverVerdict(t)
+		w.serverVerdict(t, c)
+		return
 	}
 	if w.foundR {
 		// A context that was already done is the caller's business, not a
 		// database fault: leave it to the neutral classifier.
-		if contextDone(err, neutral) {
-			return neutral
+		if contextDone(err, c.Code) {
+			return
 		}
 		if w.r.SafeToRetry() {
-			return sr.Class{Retryable: true, Phase: sr.NotSent, Code: "safe-to-retry", Reason: "pgconn SafeToRetry: the error happened before anything was sent"}
+			*c = safeToRetry
+			return
 		}
 		if connClosed(err) {
-			return sr.Class{Retryable: true, Phase: sr.Unknown, Code: "conn-closed", Reason: "pgconn: connection closed while receiving the response; the command may have run"}
+			*c = connClosedMidReply
+			return
 		}
 	}
-	c := neutral
 	if !c.Retryable && w.conn && strings.Contains(err.Error(), "ValidateConnect failed") {
-		return validateConnect
+		*c = validateConnect
+		return
 	}
 	if c.Retryable && w.conn {
 		// A reset or timeout during the handshake (a server shutting down,
@@ -195,8 +241,13 @@ func classify(t *table, err error) sr.Class {
 		c.Phase = sr.NotSent
 		c.Reason = connectReason(c.Code)
 	}
-	return c
 }
+
+// The verdicts on pgconn's transport errors.
+var (
+	safeToRetry        = sr.Class{Retryable: true, Phase: sr.NotSent, Code: "safe-to-retry", Reason: "pgconn SafeToRetry: the error happened before anything was sent"}
+	connClosedMidReply = sr.Class{Retryable: true, Phase: sr.Unknown, Code: "conn-closed", Reason: "pgconn: connection closed while receiving the response; the command may have run"}
+)
 
 // walk is what one walk of an error's tree found: the first server error
 // and the first transport error (errors.As), a *pgconn.ConnectError on the
@@ -279,26 +330,14 @@ func pgTypeBits(err error) uint32 {
 }
 
 // serverVerdict is the verdict on the server error the walk found.
-func (w *walk) serverVerdict(t *table) sr.Class {
-	c, _ := t.lookup(w.code)
-	if w.conn {
-		// The server refused the connection's startup (08001, 08004, 53300,
-		// 57P03, 55000 "not currently accepting connections", 28xxx,
-		// 3D000...): pgconn wraps what it got before the connection was
-		// established in a *pgconn.ConnectError, and no statement of the
-		// caller's was sent. The code still decides whether a retry can
-		// help.
-		if c.Phase != sr.NotSent {
-			c.Phase = sr.NotSent
-			c.Reason += " (in reply to the connection's startup, inside a pgconn.ConnectError: nothing was sent)"
-		}
-		return c
+func (w *walk) serverVerdict(t *table, c *sr.Class) {
+	if t.lookup(w.code, w.conn, c); w.conn {
+		return // the server refused the connection's startup (atStartup)
 	}
 	if connectionException(w.code) && c.Retryable && w.foundR && w.r.SafeToRetry() {
 		c.Phase = sr.NotSent
 		c.Reason = "connection_exception before anything was sent (SafeToRetry)"
 	}
-	return c
 }
 
 // validateConnect is the verdict on a connection pgx opened and then
@@ -315,8 +354,8 @@ var validateConnect = sr.Class{Retryable: true, Phase: sr.NotSent, Kind: sr.Unav
 // whose walk read that: its "context" fact is outranked only by a
 // database/sql client-state error or a leaked driver.ErrSkip, and only
 // then is the tree walked again.
-func contextDone(err error, neutral sr.Class) bool {
-	switch neutral.Code {
+func contextDone(err error, neutralCode string) bool {
+	switch neutralCode {
 	case "context":
 		return true
 	case "client-state", "driver-skip":
@@ -485,7 +524,9 @@ func lookupIn(t *table, code string) (sr.Class, bool) {
 	if ValidCode(code) != nil {
 		return sr.Class{Phase: sr.Unknown, Code: code, Reason: "malformed SQLSTATE"}, false
 	}
-	return t.lookup(strings.ToUpper(code))
+	var c sr.Class
+	ok := t.lookup(strings.ToUpper(code), false, &c)
+	return c, ok
 }
 
 // ValidCode reports why code is not a well-formed SQLSTATE (five

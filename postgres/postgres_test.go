@@ -23,7 +23,7 @@ func sample(t *table, code string) string {
 	if !isClassRow(code) {
 		return code
 	}
-	if _, ok := t.exact[code[:2]+"000"]; !ok {
+	if k, _ := exactKey(code[:2] + "000"); t.index.find(k) == nil {
 		return code[:2] + "000"
 	}
 	return code[:2] + "ZZZ"

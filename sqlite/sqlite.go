@@ -71,21 +71,22 @@ var Classifier sr.Classifier = sr.ClassifierFunc(Classify)
 // drivers return only once the statement has stopped (an interrupted one
 // included), so a verify that reads "not applied" afterwards reads a final
 // answer and no Fencer is needed.
-func Classify(err error) sr.Class {
-	c := classifyFramed(err)
+func Classify(err error) (c sr.Class) {
+	classifyFramed(err, &c)
 	c.Ended = true
 	return c
 }
 
-// classifyFramed is codes.Classify(err, classifyModern, contention),
-// written out: through its function values each level copies the Class
-// once more and none is inlined.
-func classifyFramed(err error) (c sr.Class) {
+// classifyFramed is the classifiers' frame around classifyIn, with the
+// verdict written to *c (see codes.TagIn).
+func classifyFramed(err error, c *sr.Class) {
 	if err == nil {
-		return sr.ClassifyNeutral(nil)
+		*c = sr.ClassifyNeutral(nil)
+		return
 	}
-	defer codes.Recover(&c)
-	return codes.Tag(classify(err, mattnPkg), contention)
+	defer codes.Recover(c)
+	classifyIn(err, mattnPkg, c)
+	codes.TagIn(c, contention)
 }
 
 // contention reports whether a result code name is one of lock contention:
@@ -98,6 +99,12 @@ func contention(code string) bool {
 // classify reads a non-nil err, with mattn's import path a parameter, for
 // tests; Classify frames it.
 func classify(err error, mattn string) (c sr.Class) {
+	classifyIn(err, mattn, &c)
+	return c
+}
+
+// classifyIn is classify written to *c.
+func classifyIn(err error, mattn string, c *sr.Class) {
 	// One walk of the tree finds the first error with a Code method
 	// (errors.As), the first of mattn's types and the neutral verdict.
 	var (
@@ -105,7 +112,7 @@ func classify(err error, mattn string) (c sr.Class) {
 		n              int
 		found, foundMN bool
 	)
-	neutral := sr.ClassifyNeutralVisit(err, func(x error, _ bool) bool {
+	*c = sr.ClassifyNeutralVisit(err, func(x error, _ bool) bool {
 		tb := types.Bits(x, typeBits)
 		if tb&(tCoder|codes.HasAs) != 0 {
 			if e, found = codes.AsOneBits(x, tb, asCoder); found {
@@ -118,13 +125,12 @@ func classify(err error, mattn string) (c sr.Class) {
 		}
 		return false
 	})
-	if found {
-		return byCode(e.Code())
+	switch {
+	case found:
+		byCodeIn(e.Code(), c)
+	case foundMN:
+		byCodeIn(n, c)
 	}
-	if foundMN {
-		return byCode(n)
-	}
-	return neutral
 }
 
 // What the walk asks of an error's type, after codes.HasAs.
@@ -152,18 +158,26 @@ func typeBits(err error) uint32 {
 func asCoder(err error) (coder, bool) { e, ok := err.(coder); return e, ok }
 
 // byCode classifies a result code: the extended row, else the primary's.
-func byCode(n int) sr.Class {
-	if c, ok := byNumber[n]; ok {
-		return c
+func byCode(n int) (c sr.Class) {
+	byCodeIn(n, &c)
+	return c
+}
+
+// byCodeIn is byCode written to *c.
+func byCodeIn(n int, c *sr.Class) {
+	if v, ok := byNumber[n]; ok {
+		*c = v
+		return
 	}
-	if c, ok := byNumber[n&0xff]; ok {
-		return c
+	if v, ok := byNumber[n&0xff]; ok {
+		*c = v
+		return
 	}
 	name, ok := names[n&0xff]
 	if !ok {
 		name = "SQLITE_RC_" + itoa(n)
 	}
-	return sr.Class{Phase: sr.NotApplied, Code: name, Reason: "result code not listed as transient: not retried"}
+	*c = sr.Class{Phase: sr.NotApplied, Code: name, Reason: "result code not listed as transient: not retried"}
 }
 
 // mattnCode finds a mattn/go-sqlite3 error (type pkg.Error, or the ErrNo and

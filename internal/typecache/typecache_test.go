@@ -1,4 +1,4 @@
-package codes
+package typecache
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 // other before, and allocated an entry at every call (review of the type
 // cache: 2 allocations a call for a tree holding both).
 func TestTypeCacheSlotTakenAllocatesNothing(t *testing.T) {
-	var c TypeCache
+	var c Cache
 	err := errors.New("x")
 	other := unsafe.Pointer(new(int)) // stands for another type's itab
 	c.slots[slotOf(typeWord(err))].Store(&typeEntry{word: other, bits: 1})

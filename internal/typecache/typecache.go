@@ -1,21 +1,25 @@
-package codes
+// Package typecache keeps, for each dynamic type of error met, the answers
+// a classifier's walk computes from the type alone, so that a walk asks
+// them once per type, not once per error. Standard library only: the root
+// package and the engine classifiers share it.
+package typecache
 
 import (
 	"sync/atomic"
 	"unsafe"
 )
 
-// TypeCache keeps, for each dynamic type of error met, the answers a
+// Cache keeps, for each dynamic type of error met, the answers a
 // classifier's compute gives on it: which of the methods it looks for the
 // type has, which of the types it looks for it is. A walk asks each error
 // of a tree 4–7 such questions, each a type assertion to an interface type
 // of ~30 instructions (the assertion's cache probe); the cache asks them
 // once per type and answers them all in one probe of ~10. compute must
-// answer from err's dynamic type alone. The zero TypeCache is empty and
+// answer from err's dynamic type alone. The zero Cache is empty and
 // ready; it is safe for concurrent use, and allocates only when it keeps a
 // type in an empty slot: practice meets a dozen types, and 256 slots hold
 // them (a type whose slot another holds is computed each time).
-type TypeCache struct {
+type Cache struct {
 	slots [256]atomic.Pointer[typeEntry]
 }
 
@@ -26,7 +30,7 @@ type typeEntry struct {
 
 // Bits returns compute(err), computed once for err's dynamic type. err must
 // not be nil.
-func (c *TypeCache) Bits(err error, compute func(error) uint32) uint32 {
+func (c *Cache) Bits(err error, compute func(error) uint32) uint32 {
 	w := typeWord(err)
 	slot := &c.slots[slotOf(w)]
 	if e := slot.Load(); e != nil {
@@ -56,44 +60,14 @@ func slotOf(w unsafe.Pointer) uintptr {
 // is to spare the type assertions.
 func typeWord(err error) unsafe.Pointer { return (*[2]unsafe.Pointer)(unsafe.Pointer(&err))[0] }
 
-// Methods found by MethodBits, for AsOneBits and IsOneBits.
-const (
-	HasAs uint32 = 1 << iota // As(any) bool
-	HasIs                    // Is(error) bool
-	// The bits from here on are the caller's own.
-	FirstFree
-)
+// SameType reports whether a and b, neither nil, have the same dynamic
+// type, in one comparison.
+func SameType(a, b error) bool { return typeWord(a) == typeWord(b) }
 
-// MethodBits is the part of a TypeCache compute that AsOneBits and IsOneBits
-// read.
-func MethodBits(err error) uint32 {
-	var b uint32
-	if _, ok := err.(interface{ As(any) bool }); ok {
-		b |= HasAs
-	}
-	if _, ok := err.(interface{ Is(error) bool }); ok {
-		b |= HasIs
-	}
-	return b
-}
+// Occupy gives err's slot to a type no error has, as another type met
+// first would hold it, for tests of a slot taken. It allocates nothing.
+func (c *Cache) Occupy(err error) { c.slots[slotOf(typeWord(err))].Store(&occupant) }
 
-// AsOneBits is AsOne with err's MethodBits known: the As method is asked
-// only of a type that has one.
-func AsOneBits[T any](err error, bits uint32, match func(error) (T, bool)) (T, bool) {
-	if e, ok := match(err); ok {
-		return e, true
-	}
-	if bits&HasAs != 0 {
-		p := new(T)
-		if err.(interface{ As(any) bool }).As(p) {
-			return *p, true
-		}
-	}
-	var zero T
-	return zero, false
-}
+var occupant = typeEntry{word: unsafe.Pointer(&occupantWord)}
 
-// IsOneBits is IsOne with err's MethodBits known.
-func IsOneBits(err error, bits uint32, target error) bool {
-	return err == target || bits&HasIs != 0 && err.(interface{ Is(error) bool }).Is(target)
-}
+var occupantWord int
