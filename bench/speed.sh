@@ -53,6 +53,21 @@ for d in postgres mysql mssql sqlite; do
   cases=$(${SPEED_DIR:-/tmp/speed}/$d.test -test.run '^$' -test.bench BenchmarkClassifyPractice -test.benchtime=1x 2>/dev/null | grep -o 'BenchmarkClassifyPractice/[^ ]*' | sed 's/-[0-9]*$//; s/^BenchmarkClassifyPractice\///' | grep -E '^(net-reset|fmt/net-reset|sqlretry.Error/net-reset|sqlretry.Error/net-timeout|[a-z]+/[a-z0-9.]+-[0-9A-Za-z]+|[a-z]+/fmt/[a-z0-9.]+-[0-9A-Za-z]+)$' | sort -u | head -8)
   for c in $cases; do echo "classify $d $c $(per ${SPEED_DIR:-/tmp/speed}/$d.test "BenchmarkClassifyPractice/$c\$" 50000)" >> $out; done
 done
+# The deepest errors of practice, which the 8-case selection above misses.
+for c in pg/pgconn-connect pg/fmt/pgconn-connect pg/fmt/pgconn-startup-3D000 pg/fmt/pgx-08006 libpq/fmt/pgconn-connect; do
+  echo "classify postgres $c $(per ${SPEED_DIR:-/tmp/speed}/postgres.test "BenchmarkClassifyPractice/$c\$" 50000)" >> $out
+done
+for c in 3621-after-1205 fmt/3621-after-1205; do
+  echo "classify mssql $c $(per ${SPEED_DIR:-/tmp/speed}/mssql.test "BenchmarkClassifyPractice/$c\$" 50000)" >> $out
+done
+# Wall ns of every error of practice in every package (issue 20: each at
+# most 100 ns): the slowest five of each, and how many are over 100.
+echo "--- classify wall (load $(cut -d' ' -f1-3 /proc/loadavg))" >> $out
+for d in root postgres mysql mssql sqlite; do
+  ${SPEED_DIR:-/tmp/speed}/$d.test -test.run '^$' -test.bench BenchmarkClassifyPractice -test.benchtime=300ms -test.benchmem 2>/dev/null | grep '^Benchmark' > ${SPEED_DIR:-/tmp/speed}/cw.$d
+  echo "classify wall $d: $(wc -l < ${SPEED_DIR:-/tmp/speed}/cw.$d) cases, $(awk '$3+0 > 100' ${SPEED_DIR:-/tmp/speed}/cw.$d | wc -l) over 100 ns, $(awk '$7+0 > 0' ${SPEED_DIR:-/tmp/speed}/cw.$d | wc -l) allocating; slowest:" >> $out
+  sort -k3 -g -r ${SPEED_DIR:-/tmp/speed}/cw.$d | head -5 | awk '{print "  " $1, $3, "ns"}' >> $out
+done
 echo "--- bench/ (wall, load $(cut -d' ' -f1-3 /proc/loadavg))" >> $out
 (cd bench && GOWORK=off go test -run '^$' -bench 'Success|CommandTimeout' -benchmem -count 3 ./... 2>&1 | grep -E '^Benchmark' >> $out)
 echo "--- root wall (interleaved)" >> $out
