@@ -28,7 +28,8 @@ type conn struct {
 	gen     uint64                 // bumped at each reconnect; statements re-prepare when it moves
 	inTx    bool                   // a transaction begun with BeginTx is open
 	taint   bool                   // ... and a statement in it may have committed part of it (see taints)
-	sess    sqltext.Session        // what the SQL text run on this session says of its transaction state
+	sess    sqltext.Session        // what the SQL text run on this session says of its transaction state; set by setSession
+	pinned  bool                   // sess.Pinned(), kept with it: idle asks at every statement
 	broken  bool                   // inner is unusable: replace it before the next command
 	sid     string                 // the server's id of the session, for the Policy's Fencer; "" if unknown
 	fenced  atomic.Pointer[string] // a session id fenced after the call that failed on it returned
@@ -137,7 +138,7 @@ func (c *connector) wrap(ctx context.Context, ic driver.Conn) driver.Conn {
 	cn.c, cn.plain, cn.budget = c, c.plain, c.budget
 	cn.setInner(ic)
 	cn.sid = c.sessionID(ctx, ic)
-	cn.sess = c.newSession(ctx, ic)
+	cn.setSession(c.newSession(ctx, ic))
 	return dc
 }
 
@@ -340,7 +341,7 @@ func (c *conn) ready(ctx context.Context) error {
 	c.sid = c.c.sessionID(ctx, ic)
 	c.gen++
 	c.broken = false
-	c.sess = c.c.newSession(ctx, ic)
+	c.setSession(c.c.newSession(ctx, ic))
 	return nil
 }
 
@@ -518,7 +519,12 @@ func (c *conn) queryFailed(ctx context.Context, query string, args []driver.Name
 // rows unwrapped, an Exec's result. A failure takes call's own way on from
 // there (retryCall), as if call had run the attempt.
 func (c *conn) idle() bool {
-	return !c.inTx && !c.broken && !c.refused && !c.sess.Pinned() && c.fenced.Load() == nil
+	return !c.inTx && !c.broken && !c.refused && !c.pinned && c.fenced.Load() == nil
+}
+
+// setSession sets the session's state, and pinned with it.
+func (c *conn) setSession(s sqltext.Session) {
+	c.sess, c.pinned = s, s.Pinned()
 }
 
 // succeeded records a fast path's success, as Policy.succeeded does for a
@@ -817,7 +823,7 @@ func (c *conn) pinnedDone(ctx context.Context, query string, in sqltext.Info, au
 		return err // not run: database/sql prepares it instead
 	}
 	if in.TxControl {
-		c.sess = c.sess.After(query, err != nil)
+		c.setSession(c.sess.After(query, err != nil))
 	}
 	if err == nil {
 		return nil

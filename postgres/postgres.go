@@ -100,8 +100,8 @@ var (
 	crdbTable = compile(entries, cockroachEntries)
 )
 
-// lookup finds a well-formed, upper-case code: the exact row, then its
-// class. It writes the verdict to c, the one given at a connection's
+// lookup finds code, as the server sent it (a code that is not five bytes
+// is no row's): the exact row, then its class. It writes the verdict to c, the one given at a connection's
 // startup when startup is true (see atStartup), and reports whether a row
 // was found.
 func (t *table) lookup(code string, startup bool, c *sr.Class) bool {
