@@ -3,28 +3,9 @@ package sqlretry
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"testing"
 )
-
-// rawConn is the *conn behind what database/sql holds, whichever of the
-// method-hiding types the Connector returned.
-func rawConn(t *testing.T, dc any) *conn {
-	t.Helper()
-	switch c := dc.(type) {
-	case *conn:
-		return c
-	case *connNoPing:
-		return c.conn
-	case *connNoReset:
-		return c.conn
-	case *connBare:
-		return c.conn
-	case *connNoCheck:
-		return &c.conn
-	}
-	t.Fatalf("driver conn %T is none of the Connector's", dc)
-	return nil
-}
 
 // TestConnPinnedFollowsSession: the flag the fast path reads (conn.pinned)
 // is the session's Pinned after every text that moves the session's state
@@ -44,7 +25,7 @@ func TestConnPinnedFollowsSession(t *testing.T) {
 	check := func(after string, want bool) {
 		t.Helper()
 		if err := conn.Raw(func(dc any) error {
-			c := rawConn(t, dc)
+			c := wrapped(t, dc.(driver.Conn))
 			if c.pinned != c.sess.Pinned() || c.pinned != want {
 				t.Errorf("after %q: pinned %v, session's Pinned %v, want %v", after, c.pinned, c.sess.Pinned(), want)
 			}
