@@ -59,6 +59,12 @@ type Server struct {
 	argv    func(port int) []string
 	dsn     func(port int) string
 	stopSig syscall.Signal // graceful shutdown signal
+	// prepare, if set, runs before each start with the port, and ready, if
+	// set, replaces the driver ping of the readiness probe (pgbouncer:
+	// its config file is written with the port, and its admin console
+	// answers even while the server behind it is down).
+	prepare func(port int) error
+	ready   func(ctx context.Context) error
 
 	copyTime time.Duration // copying the template data directory, for the log
 
@@ -154,6 +160,12 @@ func (s *Server) startLocked() error {
 		return err
 	}
 	offset, _ := logf.Seek(0, 2)
+	if s.prepare != nil {
+		if err := s.prepare(s.port); err != nil {
+			logf.Close()
+			return fmt.Errorf("dbtest: prepare %s: %w", s.kind, err)
+		}
+	}
 	args := s.argv(s.port)
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir = s.dir
@@ -221,6 +233,9 @@ func (s *Server) probe(ctx context.Context) error {
 	c.Close()
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
+	if s.ready != nil {
+		return s.ready(pctx)
+	}
 	return ping(pctx, s.driver, s.dsn(s.port))
 }
 
@@ -379,6 +394,10 @@ func launch(t TB, s *Server) *Server {
 		}
 		start := time.Now()
 		if err = s.Start(); err == nil {
+			if s.copyTime == 0 { // no data directory (pgbouncer)
+				t.Logf("dbtest: %s started on %s in %v", s.kind, s.Addr(), time.Since(start).Round(time.Millisecond))
+				return s
+			}
 			t.Logf("dbtest: %s started on %s in %v (after copying its data directory in %v)",
 				s.kind, s.Addr(), time.Since(start).Round(time.Millisecond), s.copyTime.Round(time.Millisecond))
 			return s
