@@ -41,6 +41,13 @@ const (
 	// closes both sides without forwarding the reply: the server committed,
 	// the client sees a broken connection.
 	CutAfterCommit Mode = "cut-after-commit"
+	// HoldAfterCommit forwards a COMMIT to the server and holds the
+	// server's reply, and everything after it on that connection, until
+	// the connection's fault changes (then the reply is forwarded) or the
+	// connection closes: the server committed, the client waits on a
+	// COMMIT that does not answer. Tests use it to end a caller's context
+	// while its COMMIT is in flight.
+	HoldAfterCommit Mode = "hold-after-commit"
 )
 
 // A Fault is a Mode and, for Delay, its latency.
@@ -50,7 +57,7 @@ type Fault struct {
 }
 
 // ParseFault parses the command's --fault syntax: none, latency=DURATION,
-// reset, blackhole, refuse, cut-after-commit.
+// reset, blackhole, refuse, cut-after-commit, hold-after-commit.
 func ParseFault(s string) (Fault, error) {
 	if d, ok := strings.CutPrefix(s, "latency="); ok {
 		lat, err := time.ParseDuration(d)
@@ -60,10 +67,10 @@ func ParseFault(s string) (Fault, error) {
 		return Fault{Mode: Delay, Latency: lat}, nil
 	}
 	switch m := Mode(s); m {
-	case Pass, Reset, Blackhole, Refuse, CutAfterCommit:
+	case Pass, Reset, Blackhole, Refuse, CutAfterCommit, HoldAfterCommit:
 		return Fault{Mode: m}, nil
 	}
-	return Fault{}, fmt.Errorf("proxy: unknown fault %q (want none, latency=DURATION, reset, blackhole, refuse or cut-after-commit)", s)
+	return Fault{}, fmt.Errorf("proxy: unknown fault %q (want none, latency=DURATION, reset, blackhole, refuse, cut-after-commit or hold-after-commit)", s)
 }
 
 // String returns f in ParseFault's syntax.
@@ -109,6 +116,9 @@ type Counts struct {
 	Blackhole      int `json:"blackhole"`        // connections held unanswered
 	Refuse         int `json:"refuse"`           // new connections refused
 	CutAfterCommit int `json:"cut_after_commit"` // connections cut after a COMMIT
+	// HoldAfterCommit counts COMMIT replies held: each one is a COMMIT the
+	// server has answered and the client has not heard.
+	HoldAfterCommit int `json:"hold_after_commit"`
 	// TLS counts connections that encrypted their traffic (TLS, or
 	// PostgreSQL's GSS encryption). The proxy cannot read inside them: it
 	// sees no COMMIT there, and cut-after-commit never fires. Connection
@@ -127,7 +137,7 @@ const TLSAdvice = "the proxy cannot see COMMITs inside TLS, so cut-after-commit 
 
 // Faults returns the number of injected faults of all kinds.
 func (c Counts) Faults() int {
-	return c.Latency + c.Reset + c.Blackhole + c.Refuse + c.CutAfterCommit
+	return c.Latency + c.Reset + c.Blackhole + c.Refuse + c.CutAfterCommit + c.HoldAfterCommit
 }
 
 // ConnInfo describes one proxied connection.
@@ -205,7 +215,7 @@ func New(cfg Config) (*Proxy, error) {
 
 func (f Fault) validate() error {
 	switch f.Mode {
-	case Inherit, Pass, Reset, Blackhole, Refuse, CutAfterCommit:
+	case Inherit, Pass, Reset, Blackhole, Refuse, CutAfterCommit, HoldAfterCommit:
 		return nil
 	case Delay:
 		if f.Latency <= 0 {
@@ -393,6 +403,10 @@ type proxyConn struct {
 	armed  bool // a COMMIT went to the server: cut when its reply begins
 	timer  *time.Timer
 
+	// holdNext: a COMMIT went to the server under HoldAfterCommit: hold
+	// the next data from the server.
+	holdNext atomic.Bool
+
 	ended atomic.Bool // a reset or a cut ended it: inject at most one
 	// awaitAnswer: the client asked PostgreSQL for encryption; the
 	// server's next byte says whether it follows.
@@ -523,8 +537,11 @@ func (c *proxyConn) upstream(sc net.Conn) {
 				return
 			}
 			if commits > 0 {
-				if f, _ := c.p.effective(c); f.Mode == CutAfterCommit {
+				switch f, _ := c.p.effective(c); f.Mode {
+				case CutAfterCommit:
 					c.arm() // before the write: the reply may be quick
+				case HoldAfterCommit:
+					c.holdNext.Store(true)
 				}
 			}
 			if _, werr := sc.Write(buf[:n]); werr != nil {
@@ -556,6 +573,9 @@ func (c *proxyConn) downstream(sc net.Conn) {
 				c.cutNow("the server's reply arrived")
 				return
 			}
+			if c.holdNext.Swap(false) && !c.hold() {
+				return
+			}
 			if !c.gate(false) {
 				return
 			}
@@ -585,6 +605,28 @@ func (c *proxyConn) markEncrypted(how string) {
 	c.p.count(func(n *Counts) { n.TLS++ })
 	c.p.logger.Warn("sqlretry/faults/proxy: the connection uses TLS: "+TLSAdvice,
 		"conn", c.id, "client", c.client.RemoteAddr().String(), "when", how)
+}
+
+// hold holds the server's reply to a COMMIT until the connection's fault
+// is no longer HoldAfterCommit. It reports whether to go on forwarding.
+func (c *proxyConn) hold() bool {
+	counted := false
+	for {
+		f, changed := c.p.effective(c)
+		if f.Mode != HoldAfterCommit {
+			return true
+		}
+		if !counted {
+			counted = true
+			c.p.count(func(n *Counts) { n.HoldAfterCommit++ })
+			c.log("sqlretry/faults/proxy: injected fault", "fault", "hold-after-commit")
+		}
+		select {
+		case <-changed:
+		case <-c.closed:
+			return false
+		}
+	}
 }
 
 func (c *proxyConn) arm() {

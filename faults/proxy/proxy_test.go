@@ -142,6 +142,7 @@ func TestParseFault(t *testing.T) {
 		{"blackhole", proxy.Fault{Mode: proxy.Blackhole}, false},
 		{"refuse", proxy.Fault{Mode: proxy.Refuse}, false},
 		{"cut-after-commit", proxy.Fault{Mode: proxy.CutAfterCommit}, false},
+		{"hold-after-commit", proxy.Fault{Mode: proxy.HoldAfterCommit}, false},
 		{"latency=0s", proxy.Fault{}, true},
 		{"latency=fast", proxy.Fault{}, true},
 		{"latency", proxy.Fault{}, true},
@@ -520,4 +521,53 @@ func TestProxyRealServerOutage(t *testing.T) {
 func pgconnSafe(err error) bool {
 	var s interface{ SafeToRetry() bool }
 	return errors.As(err, &s) && s.SafeToRetry()
+}
+
+// HoldAfterCommit holds the server's answer to a COMMIT: the server has
+// committed, the client has heard nothing, until the fault changes; then the
+// answer arrives and the COMMIT succeeds.
+func TestProxyHoldAfterCommit(t *testing.T) {
+	pg, my := pgDSNVia(t), myDSNVia(t)
+	cases := []cutCase{
+		{name: "pgx native", db: pg, proto: proxy.ProtocolPostgres, commitVia: pgxNativeCommit},
+		{name: "pgx stdlib", db: pg, proto: proxy.ProtocolAuto, commitVia: sqlCommit("pgx")},
+		{name: "go-sql-driver/mysql", db: my, proto: proxy.ProtocolMySQL, commitVia: sqlCommit("mysql")},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			target, via, clean := tc.db.target, tc.db.via, tc.db.clean
+			table := fmt.Sprintf("hold%d", i)
+			if _, err := clean.Exec("CREATE TABLE " + table + " (id INT PRIMARY KEY)"); err != nil {
+				t.Fatal(err)
+			}
+			p, _ := newProxy(t, proxy.Config{Target: target, Protocol: tc.proto, Fault: proxy.Fault{Mode: proxy.HoldAfterCommit}})
+			done := make(chan error, 1)
+			go func() { done <- tc.commitVia(t, via(p.Addr()), table, 1) }()
+			for p.Counts().HoldAfterCommit == 0 {
+				select {
+				case err := <-done:
+					t.Fatalf("COMMIT returned %v while its answer should be held", err)
+				case <-time.After(time.Millisecond):
+				}
+			}
+			var n int
+			if err := clean.QueryRow("SELECT COUNT(*) FROM " + table + " WHERE id = 1").Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n != 1 {
+				t.Errorf("got %d rows while the COMMIT's answer is held, want 1: the server answered, so it committed", n)
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("COMMIT returned %v while its answer is held", err)
+			default:
+			}
+			if err := p.SetFault(proxy.Fault{Mode: proxy.Pass}); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Errorf("COMMIT after the answer was let through: %v", err)
+			}
+		})
+	}
 }

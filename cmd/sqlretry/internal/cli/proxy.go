@@ -30,7 +30,7 @@ const proxyUsage = `usage: sqlretry proxy --target HOST:PORT [--listen ADDR] [--
 
 A TCP fault proxy in front of a real server, for rehearsing outages: point the application at
 the address it prints. --protocol (auto, or an engine whose wire protocol it reads) matters only
-for cut-after-commit, which must recognise a COMMIT on the wire.
+for cut-after-commit and hold-after-commit, which must recognise a COMMIT on the wire.
 
 The proxy cannot read inside TLS: connect through it with sslmode=disable (PostgreSQL; psql, pgx
 and libpq default to sslmode=prefer, which uses TLS when the server offers it) or tls=false
@@ -65,7 +65,7 @@ func runProxy(ctx context.Context, env Env, args []string) int {
 	fs := newFlagSet("proxy")
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
 	target := fs.String("target", "", "the server's address, HOST:PORT (required)")
-	faultFlag := fs.String("fault", "none", "none, latency=DURATION, reset, blackhole, refuse or cut-after-commit")
+	faultFlag := fs.String("fault", "none", "none, latency=DURATION, reset, blackhole, refuse, cut-after-commit or hold-after-commit")
 	protoFlag := fs.String("protocol", "auto", "wire protocol, for cut-after-commit: auto, or the engine: "+engine.Help(proxyEngines...))
 	duration := fs.Duration("duration", 0, "stop after this long (0: run until interrupted)")
 	asJSON := fs.Bool("json", false, "write a JSON report when the proxy stops")
