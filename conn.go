@@ -839,7 +839,13 @@ func (c *conn) pinnedDone(ctx context.Context, query string, in sqltext.Info, au
 		name = "statement"
 	}
 	if cerr := ctx.Err(); cerr != nil {
-		return p.stopped(ctx, Op{Name: name, Statement: query}, 1, class, err, cerr)
+		// Cut off by the caller: it may have committed, unless it
+		// provably sent nothing. There is no verify to settle it with.
+		if sentNothing(err) || class.Phase != Unknown {
+			return p.stopped(ctx, Op{Name: name, Statement: query}, 1, class, err, cerr)
+		}
+		p.failures.Add(1)
+		return p.giveUp(ctx, Op{Name: name, Statement: query}, 1, class, err, withCallerEnd(ctx, ErrAmbiguous), true)
 	}
 	if !in.OneStatement() {
 		class = rephaseParts(err, class)

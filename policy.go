@@ -85,6 +85,15 @@ type Config struct {
 	// sessions (PgBouncer in transaction mode, ProxySQL): the session id
 	// it learns is not the one a later statement runs on.
 	Fencer Fencer
+	// SettleTimeout bounds how long settling a write of unknown outcome
+	// (its Verify, the CommitVerifier, a fence) may outlive the caller's
+	// context. A write or COMMIT in flight when the caller's context ends
+	// may have landed: it is settled under a context detached from the
+	// caller's, which ends SettleTimeout after the caller's did, and the
+	// call returns nil if it landed, the context's error if it provably did
+	// not, and an error matching both ErrAmbiguous and the context's error
+	// if it could not be settled in time. If 0, 5 s.
+	SettleTimeout time.Duration
 	// Budget bounds retries across calls. If nil, a DefaultBudget of the
 	// Policy's own; NoBudget disables it. Share one *Budget between Policies
 	// to bound them together.
@@ -120,6 +129,7 @@ type Policy struct {
 	maxDelay       time.Duration
 	jitter         Jitter
 	commandTimeout time.Duration
+	settleTimeout  time.Duration
 	classifier     Classifier
 	schedule       Schedule
 	connSchedule   Schedule
@@ -160,6 +170,8 @@ func (c Config) Validate() error {
 		return bad("MaxDelay", "must be >= 0, got "+c.MaxDelay.String())
 	case c.CommandTimeout < 0:
 		return bad("CommandTimeout", "must be >= 0, got "+c.CommandTimeout.String())
+	case c.SettleTimeout < 0:
+		return bad("SettleTimeout", "must be >= 0, got "+c.SettleTimeout.String())
 	case c.Jitter > NoJitter:
 		return bad("Jitter", c.Jitter.String()+" is not a jitter mode (want FullJitter, EqualJitter, DecorrelatedJitter or NoJitter)")
 	case c.MaxDelay != 0 && c.BaseDelay != 0 && c.MaxDelay < c.BaseDelay:
@@ -173,8 +185,8 @@ func (c Config) Validate() error {
 // WithDefaults returns c with every zero field that has a default set to
 // it, as New reads them: MaxRetries 3 (a negative value stays: no retries),
 // ContentionRetries 10 (or MaxRetries if larger),
-// BaseDelay 100 ms, MaxDelay 5 s (or BaseDelay if larger), Classifier
-// NeutralClassifier, Budget a new DefaultBudget. Jitter's zero value is
+// BaseDelay 100 ms, MaxDelay 5 s (or BaseDelay if larger), SettleTimeout
+// 5 s, Classifier NeutralClassifier, Budget a new DefaultBudget. Jitter's zero value is
 // already FullJitter; the other fields have no default.
 func (c Config) WithDefaults() Config {
 	if c.MaxRetries == 0 {
@@ -188,6 +200,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxDelay == 0 {
 		c.MaxDelay = max(5*time.Second, c.BaseDelay)
+	}
+	if c.SettleTimeout == 0 {
+		c.SettleTimeout = 5 * time.Second
 	}
 	if c.Classifier == nil {
 		c.Classifier = NeutralClassifier
@@ -212,6 +227,7 @@ func New(c Config) (*Policy, error) {
 		maxDelay:       c.MaxDelay,
 		jitter:         c.Jitter,
 		commandTimeout: c.CommandTimeout,
+		settleTimeout:  c.SettleTimeout,
 		classifier:     c.Classifier,
 		schedule:       c.Schedule,
 		connSchedule:   c.ConnectSchedule,
@@ -377,6 +393,9 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 			if ret, settled := p.settle(ctx, op, attempts, class, err); settled {
 				return ret
 			}
+			if cerr := ctx.Err(); cerr != nil { // ended while the verify ran: not applied
+				return p.stopped(ctx, op, attempts, class, err, cerr)
+			}
 			now = p.clock(needClock) // the verify took time
 		}
 		if next.act == actExhausted {
@@ -417,7 +436,7 @@ func (p *Policy) run(ctx context.Context, op Op, fn func(context.Context) error,
 func (p *Policy) triage(ctx context.Context, op Op, attempts int, err error, timedOut, probe bool) (c Class, ret error, done bool) {
 	if cerr := ctx.Err(); cerr != nil {
 		p.releaseProbe(probe)
-		return c, p.stopped(ctx, op, attempts, p.classify(err, timedOut), err, cerr), true
+		return c, p.cutOff(ctx, op, attempts, err, timedOut, cerr), true
 	}
 	if err == driver.ErrSkip {
 		p.releaseProbe(probe)
@@ -543,69 +562,6 @@ func (p *Policy) probeAttempt(ctx context.Context, fn func(context.Context) erro
 	return p.attempt(ctx, fn)
 }
 
-// settle decides a failure of unknown outcome for a write: without a verify
-// it ends the call with ErrAmbiguous; with one, applied ends it in success and
-// a failed verify in ErrAmbiguous. settled is false only when the verify found
-// the write not applied, so it may be retried.
-//
-// "Not applied" is a verdict only about an attempt that has provably
-// stopped (Class.Ended, or fenced by op.fence before the verify reads):
-// otherwise the server may still be running it, and the call ends in
-// ErrAmbiguous rather than risk a second copy.
-func (p *Policy) settle(ctx context.Context, op Op, attempts int, class Class, err error) (ret error, settled bool) {
-	if op.verify == nil {
-		cause := ErrAmbiguous
-		if op.unsettled != nil {
-			cause = op.unsettled
-		}
-		return p.giveUp(ctx, op, attempts, class, err, cause, true), true
-	}
-	ended := class.Ended
-	var ferr error = errNoSession
-	if !ended && op.fence != nil {
-		ferr = op.fence(ctx)
-		ended = ferr == nil
-	}
-	applied, verr := p.runVerify(ctx, op)
-	switch {
-	case verr != nil && ctx.Err() != nil:
-		return p.stopped(ctx, op, attempts, class, err, ctx.Err()), true
-	case verr != nil:
-		p.emit(Event{Ctx: ctx, Kind: EventVerifyFailed, Op: op.Name, Attempt: attempts, Err: verr, Class: class})
-		return p.giveUp(ctx, op, attempts, class, err, &verifyErr{verr}, true), true
-	case applied:
-		p.verifiedApplied.Add(1)
-		p.recovered.Add(1)
-		p.emit(Event{Ctx: ctx, Kind: EventVerified, Op: op.Name, Attempt: attempts, Err: err, Class: class, Applied: true})
-		return nil, true
-	case !ended:
-		p.emit(Event{Ctx: ctx, Kind: EventVerifyFailed, Op: op.Name, Attempt: attempts, Err: ferr, Class: class})
-		return p.giveUp(ctx, op, attempts, class, err, &ambiguity{"the verify found no write, but the attempt may still be running on the server (" + ferr.Error() + ")"}, true), true
-	}
-	p.verifiedNotApplied.Add(1)
-	p.emit(Event{Ctx: ctx, Kind: EventVerified, Op: op.Name, Attempt: attempts, Err: err, Class: class, Applied: false})
-	return nil, false
-}
-
-// nested ends a call whose attempt failed with an inner call's *Error: the
-// inner loop retried, or gave up, already. Its error is returned as it is,
-// but for a write the inner loop could not settle: the Op's verify settles
-// it here (applied: success; not applied: the inner error, now a plain
-// failure, wrapped with ErrRetriesExhausted).
-func (p *Policy) nested(ctx context.Context, op Op, attempts int, class Class, err error, inner *Error) error {
-	if !errors.Is(inner.Cause, ErrAmbiguous) || op.idempotent || op.verify == nil {
-		return err
-	}
-	class = inner.Class // the verdict on the database's error, not on the inner loop's
-	class.Phase = Unknown
-	class.Ended = class.Ended || attemptEnded(err)
-	op.fence = inner.fence // the inner layer's session, fenced only if the verify will read
-	if ret, settled := p.settle(ctx, op, attempts, class, err); settled {
-		return ret
-	}
-	return p.giveUp(ctx, op, attempts, inner.Class, inner.Err, ErrRetriesExhausted, false)
-}
-
 // attempt runs fn once, under CommandTimeout if set, and reports whether the
 // command timeout (not the caller's context) ended it.
 func (p *Policy) attempt(ctx context.Context, fn func(context.Context) error) (err error, timedOut bool) {
@@ -644,20 +600,6 @@ func (p *Policy) classify(err error, timedOut bool) Class {
 		return Class{Phase: Unknown, Code: "context", Reason: "a context other than the caller's ended the attempt: not a database fault", Ended: attemptEnded(err)}
 	}
 	return p.Classify(err)
-}
-
-// runVerify settles an ambiguous write by the Op's verify, itself run under
-// the Policy as an idempotent read.
-func (p *Policy) runVerify(ctx context.Context, op Op) (applied bool, err error) {
-	p.verifications.Add(1)
-	// run, not Do: a verify is not a call of its own in Stats, and no
-	// statement rule applies to it.
-	err = p.run(ctx, Idempotent(op.Name+" verify"), func(ctx context.Context) error {
-		var verr error
-		applied, verr = op.verify(ctx)
-		return verr
-	}, nil, nil)
-	return applied, err
 }
 
 func (p *Policy) allow() (ok, probe bool, t transition) {

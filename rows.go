@@ -109,8 +109,11 @@ func (r *writeRows) ColumnTypePrecisionScale(i int) (int64, int64, bool) {
 }
 
 // settle decides an error met while a write's rows were read. The command
-// was sent and is not replayed. The caller's own cancellation is returned as
-// it is; a failure that proves the single statement was rolled back
+// was sent and is not replayed. The caller's own cancellation proves nothing
+// of it: it ends in ErrAmbiguous as well (database/sql itself may report a
+// context that ends while the rows are read as the context's error alone,
+// before the driver is asked: see docs); a failure that proves the single
+// statement was rolled back
 // (NotApplied, on a session that survived it) is returned as it is; anything
 // else — the connection lost, a command timeout, a session ended in reply to
 // the statement, a failure of a multi-part text — ends in an error matching
@@ -118,10 +121,10 @@ func (r *writeRows) ColumnTypePrecisionScale(i int) (int64, int64, bool) {
 func (r *writeRows) settle(err error) error {
 	c := r.c
 	err = c.failed(err)
-	if r.ctx.Err() != nil {
+	p := c.c.p
+	if r.ctx.Err() != nil && sentNothing(err) {
 		return hideBadConn(err)
 	}
-	p := c.c.p
 	class := p.Classify(err)
 	if class.Phase == NotApplied && r.in.OneStatement() {
 		if !c.broken && c.validator == nil && c.pinger != nil && c.pinger.Ping(r.ctx) != nil {
@@ -138,6 +141,6 @@ func (r *writeRows) settle(err error) error {
 	if name == "" {
 		name = "statement"
 	}
-	r.failed = p.giveUp(r.ctx, Op{Name: name, Statement: r.query}, 1, class, hideBadConn(err), ErrAmbiguous, true)
+	r.failed = p.giveUp(r.ctx, Op{Name: name, Statement: r.query}, 1, class, hideBadConn(err), withCallerEnd(r.ctx, ErrAmbiguous), true)
 	return r.failed
 }

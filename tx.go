@@ -353,8 +353,8 @@ func sessionEnded(ctx context.Context, conn *sql.Conn) bool {
 	return ended
 }
 
-// rephase revises the class of a failed attempt: a retryable failure of
-// unknown outcome before COMMIT was sent (a connection lost mid-transaction,
+// rephase revises the class of a failed attempt: a failure of unknown
+// outcome before COMMIT was sent (a connection lost mid-transaction,
 // a statement timeout) left nothing applied, since a server rolls back a
 // transaction that never committed.
 //
@@ -365,7 +365,8 @@ func sessionEnded(ctx context.Context, conn *sql.Conn) bool {
 // a plain error about a write that landed.
 func (t *txRun) rephase(err error, c Class) Class {
 	switch {
-	case t.stage != stageCommit && !t.tainted && c.Retryable && c.Phase == Unknown:
+	case t.stage != stageCommit && !t.tainted && c.Phase == Unknown:
+		// Retryable or not (the caller's context cut it off, say).
 		c.Phase = NotApplied
 		c.Reason += " (before COMMIT was sent: the transaction was rolled back)"
 	case t.stage == stageCommit && !c.Retryable && c.Phase == Unknown && c.Code != "context":

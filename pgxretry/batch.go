@@ -126,8 +126,11 @@ func resend(b *pgx.Batch) *pgx.Batch {
 // late judges a failure that is not replayed: for a batch with a write, an
 // unknown outcome is never a plain error.
 func (r *batchResults) late(err error) error {
-	if err == nil || r.ctx.Err() != nil || r.shape() == shapeRead {
+	if err == nil || r.shape() == shapeRead {
 		return err
+	}
+	if r.ctx.Err() != nil { // cut off by the caller: it may have committed all the same
+		return &sqlretry.Error{Op: batchOp.Name, Attempts: r.tries, Class: r.w.p.Classify(err), Err: err, Cause: ambiguousAfter(r.ctx)}
 	}
 	c := r.w.classify(r.ctx, err, r.sh, false)
 	if c.Phase != sqlretry.Unknown {

@@ -59,7 +59,11 @@ func (w *Pool) CopyFrom(ctx context.Context, table pgx.Identifier, columns []str
 // of unknown outcome goes on (to be settled); any other is final.
 func (s *copySource) failed(w *Pool, ctx context.Context, err error, closed bool) error {
 	if ctx.Err() != nil {
-		return err
+		if !s.ended { // the end of the data was never sent: nothing applied
+			return withVerdict(err, sqlretry.Class{Phase: sqlretry.NotApplied, Code: "context",
+				Reason: "the caller's context ended the COPY before the end of its data was sent"})
+		}
+		return err // of unknown outcome: the Policy settles it
 	}
 	c := w.classify(ctx, err, shapeWrite, closed)
 	if !s.ended && c.Phase == sqlretry.Unknown {

@@ -186,7 +186,7 @@ func (w *Pool) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comman
 // sent, whatever the connect error's own phase.
 func (w *Pool) acquireFailed(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
-		return err
+		return withVerdict(err, sqlretry.Class{Phase: sqlretry.NotSent, Code: "context", Reason: "the caller's context ended while acquiring a connection: nothing was sent"})
 	}
 	c := w.classify(ctx, err, shapeRead, false)
 	if !c.Retryable {

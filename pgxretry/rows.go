@@ -2,6 +2,7 @@ package pgxretry
 
 import (
 	"context"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -141,12 +142,14 @@ func (r *rows) finish() {
 // replayed: a text that may write, failing with an unknown outcome, ends
 // in ErrAmbiguous, never a plain error.
 func (w *Pool) lateFailure(ctx context.Context, sql string, attempts int, err error, closed bool) error {
-	if ctx.Err() != nil {
-		return err
-	}
 	sh := shapeOf(sql)
 	if sh == shapeRead {
 		return err
+	}
+	if ctx.Err() != nil {
+		// The caller's context cut the rows off: the write may have
+		// committed all the same.
+		return &sqlretry.Error{Op: queryOp.Name, Attempts: attempts, Class: w.p.Classify(err), Err: err, Cause: ambiguousAfter(ctx)}
 	}
 	c := w.classify(ctx, err, sh, closed)
 	if c.Phase != sqlretry.Unknown {
@@ -154,6 +157,19 @@ func (w *Pool) lateFailure(ctx context.Context, sql string, attempts int, err er
 	}
 	return &sqlretry.Error{Op: queryOp.Name, Attempts: attempts, Class: c, Err: err, Cause: sqlretry.ErrAmbiguous}
 }
+
+// ambiguousAfter is the cause of an ambiguous outcome the caller hears
+// after its context ctx ended: it matches sqlretry.ErrAmbiguous and
+// ctx.Err().
+func ambiguousAfter(ctx context.Context) error { return &callerEnded{ctx.Err()} }
+
+type callerEnded struct{ ctxErr error }
+
+func (e *callerEnded) Error() string {
+	return e.ctxErr.Error() + " while the write was in flight, and " + strings.TrimPrefix(sqlretry.ErrAmbiguous.Error(), "sqlretry: ")
+}
+
+func (e *callerEnded) Unwrap() []error { return []error{e.ctxErr, sqlretry.ErrAmbiguous} }
 
 // Next prepares the next row; the first is the one read ahead.
 func (r *rows) Next() bool {

@@ -206,7 +206,13 @@ var errPartlyCommitted = errors.New("pgxretry: the transaction failed after the 
 // committed then stays whatever the last failure says.
 func (t *txRun) failed(err error) error {
 	if t.caller.Err() != nil {
-		return err
+		if t.tainted {
+			return err // of unknown outcome, and it cannot be settled: ErrAmbiguous
+		}
+		// Cut off before COMMIT was sent: the Policy ends the call with
+		// the caller's context's error, nothing applied.
+		return withVerdict(err, sqlretry.Class{Phase: sqlretry.NotApplied, Code: "context",
+			Reason: "the caller's context ended before COMMIT was sent: the transaction was rolled back"})
 	}
 	if t.tainted {
 		cl := t.w.classify(t.caller, err, shapeParts, false)

@@ -50,9 +50,14 @@ func shapeOf(sql string) shape {
 
 // failed returns a failed statement's error, outside a transaction,
 // carrying this package's verdict; ctx is the caller's. A caller's own
-// cancellation is returned as it is: the Policy ends the call.
+// cancellation ends the call (the Policy's rule): a read it cut off applied
+// nothing; a write's is returned as it is, of unknown outcome, for the
+// Policy to settle.
 func (w *Pool) failed(ctx context.Context, err error, sh shape, closed bool) error {
 	if ctx.Err() != nil {
+		if sh == shapeRead {
+			return withVerdict(err, sqlretry.Class{Phase: sqlretry.NotApplied, Code: "context", Reason: "the caller's context ended a read: nothing applied"})
+		}
 		return err
 	}
 	c := w.classify(ctx, err, sh, closed)
