@@ -19,6 +19,11 @@ var ErrNestedTx = errors.New("sqlretry: RunTx called inside a RunTx transaction 
 // outcome is unknown when nothing is configured to settle it.
 var errNoCommitVerifier = &ambiguity{"the COMMIT may have landed, and no verifier is configured to settle it (the Op has no Verify, and Config has no CommitVerifier)"}
 
+// errReadOnlyUnmarked is the cause of the ErrAmbiguous of a read-only
+// transaction's COMMIT whose outcome is unknown when the CommitVerifier
+// cannot mark a read-only transaction.
+var errReadOnlyUnmarked = &ambiguity{"the COMMIT of a read-only transaction may have landed, and the CommitVerifier cannot mark one (a marker row cannot be inserted in it; sqlretry.Verifiers with postgres.CommitVerifier can)"}
+
 // A CommitVerifier settles an ambiguous COMMIT for an Op that has no Verify
 // of its own: it marks the transaction before COMMIT is sent, and after a
 // COMMIT whose outcome is unknown (the connection was lost after COMMIT left)
@@ -75,7 +80,12 @@ type CommitVerifier interface {
 // handle RunTx sees them, and a failure after one ends in ErrAmbiguous
 // rather than a replay; on a plain handle it cannot see them.
 //
-// opts are passed to db.BeginTx. RunTx is safe for concurrent use.
+// opts are passed to db.BeginTx. A read-only transaction (opts.ReadOnly) is
+// marked only by a verifier that can mark it without writing (see
+// [ReadOnlyMarker]: pg_xact_status can, a marker row cannot); with none, its
+// COMMIT of unknown outcome ends in ErrAmbiguous, since a driver may not
+// enforce ReadOnly (modernc's SQLite does not). RunTx is safe for
+// concurrent use.
 func RunTx(ctx context.Context, db *sql.DB, p *Policy, op Op, opts *sql.TxOptions, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	if ctx.Value(txKey{}) != nil {
 		return ErrNestedTx
@@ -83,9 +93,15 @@ func RunTx(ctx context.Context, db *sql.DB, p *Policy, op Op, opts *sql.TxOption
 	t := &txRun{db: db, p: p, opts: opts, fn: fn, userVerify: op.verify, pq: isLibPQ(db.Driver())}
 	if !op.idempotent && op.verify == nil {
 		t.verifier = p.commitVerifier // replayed, or settled by the Op: no need to mark it
+		if opts != nil && opts.ReadOnly {
+			// A marker's INSERT would fail the transaction (25006, 1792).
+			t.verifier = forReadOnly(t.verifier)
+		}
 	}
 	switch {
 	case op.idempotent:
+	case op.verify == nil && t.verifier == nil && p.commitVerifier != nil:
+		op.unsettled = errReadOnlyUnmarked
 	case op.verify == nil && t.verifier == nil:
 		op.unsettled = errNoCommitVerifier
 	default:

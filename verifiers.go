@@ -30,6 +30,26 @@ func beforeTx(ctx context.Context, v CommitVerifier, db *sql.DB) error {
 	return nil
 }
 
+// A ReadOnlyMarker is a [CommitVerifier] whose Mark writes (the marker
+// verifiers insert a row), which a transaction begun with
+// sql.TxOptions.ReadOnly cannot: [RunTx] marks such a transaction with the
+// verifier ForReadOnly returns instead, none if nil. A CommitVerifier that
+// is not a ReadOnlyMarker marks read-only transactions as it marks any
+// (postgres.CommitVerifier reads the transaction id, which a read-only
+// transaction may take).
+type ReadOnlyMarker interface {
+	ForReadOnly() CommitVerifier
+}
+
+// forReadOnly returns the verifier that marks a read-only transaction for
+// v, nil if none.
+func forReadOnly(v CommitVerifier) CommitVerifier {
+	if r, ok := v.(ReadOnlyMarker); ok {
+		return r.ForReadOnly()
+	}
+	return v
+}
+
 // Verifiers returns a [CommitVerifier] that marks each transaction with
 // both first and fallback, and settles an ambiguous COMMIT with first,
 // asking fallback only when first returns an error. Either may be nil; then
@@ -88,6 +108,11 @@ func (v *verifiers) Committed(ctx context.Context, db *sql.DB, mark string) (boo
 		return committed, nil
 	}
 	return false, errors.Join(err1, err2)
+}
+
+// ForReadOnly keeps those of the two that can mark a read-only transaction.
+func (v *verifiers) ForReadOnly() CommitVerifier {
+	return Verifiers(forReadOnly(v.first), forReadOnly(v.fallback))
 }
 
 // BeforeTx runs the BeforeTx of each verifier that has one.

@@ -100,8 +100,13 @@ func (v *MarkerVerifier[E]) BeforeTx(ctx context.Context, db *sql.DB) error {
 	return m.BeforeTx(ctx, db)
 }
 
+// ForReadOnly returns nil: a read-only transaction cannot insert the
+// marker, so RunTx does not mark one with it (sqlretry.ReadOnlyMarker).
+func (v *MarkerVerifier[E]) ForReadOnly() sr.CommitVerifier { return nil }
+
 // The interfaces RunTx looks for.
 var (
 	_ sr.CommitVerifier = (*MarkerVerifier[Engine])(nil)
 	_ sr.TxSetup        = (*MarkerVerifier[Engine])(nil)
+	_ sr.ReadOnlyMarker = (*MarkerVerifier[Engine])(nil)
 )
