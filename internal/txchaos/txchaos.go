@@ -181,7 +181,8 @@ func Run(t *testing.T, e *Engine, d time.Duration, groups []Group) (map[string]*
 	}
 	kills := Killer(ctx, t, e)
 	wg.Wait()
-	return check(t, e, told, attempts), <-kills
+	n := <-kills // the killer has stopped: no kill reaches the check's session
+	return check(t, e, told, attempts), n
 }
 
 // Killer ends a random session of e's database every KillEvery until ctx
