@@ -27,7 +27,9 @@ func (w *Pool) CopyFrom(ctx context.Context, table pgx.Identifier, columns []str
 	src := &copySource{src: rowSrc}
 	op := copyOp
 	if u, ok := takeWriteOp(ctx); ok {
-		s = &session{}
+		if u.Verify() != nil {
+			s = &session{}
+		}
 		op = w.attachedOp(copyOp, u, s)
 		if op.IsIdempotent() {
 			op = copyOp // a source read once cannot be replayed
@@ -45,6 +47,7 @@ func (w *Pool) CopyFrom(ctx context.Context, table pgx.Identifier, columns []str
 			return w.acquireFailed(ctx, err)
 		}
 		defer c.Release()
+		s.acquired(actx, c)
 		if n, err = c.CopyFrom(actx, table, columns, src); err != nil {
 			s.note(c)
 			src.failure = err

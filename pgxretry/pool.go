@@ -48,24 +48,18 @@ var (
 // with [sqlretry.WithOp] if sql is the first write made with ctx. A Verify of the
 // caller's is called only after the session of the failed attempt was
 // ended on the server and confirmed gone: the attempt notes it in the
-// session returned, which is nil (nothing to note) without an attached Op.
+// session returned, which is nil (nothing to note) without an attached Op
+// that has a Verify.
 func (w *Pool) opFor(ctx context.Context, op sqlretry.Op, sql string) (sqlretry.Op, *session) {
 	u, ok := takeOp(ctx, sql)
 	if !ok {
 		return op, nil
 	}
+	if u.IsIdempotent() || u.Verify() == nil {
+		return w.attachedOp(op, u, nil), nil
+	}
 	s := &session{}
 	return w.attachedOp(op, u, s), s
-}
-
-// session is the backend of a statement's last failed attempt.
-type session struct{ pid uint32 }
-
-// note records the backend of c, a failed attempt's connection.
-func (s *session) note(c *pgxpool.Conn) {
-	if s != nil {
-		s.pid = c.Conn().PgConn().PID()
-	}
 }
 
 // attachedOp revises op, a statement's, with u, the caller's.
@@ -78,12 +72,8 @@ func (w *Pool) attachedOp(op, u sqlretry.Op, s *session) sqlretry.Op {
 	case u.IsIdempotent():
 		return sqlretry.Idempotent(name)
 	case v != nil:
-		verify := func(ctx context.Context) (bool, error) {
-			if err := w.fence(ctx, s.pid); err != nil {
-				return false, err
-			}
-			return v(ctx)
-		}
+		fence := func(ctx context.Context) error { return s.fence(ctx, w) }
+		verify := func(ctx context.Context) (bool, error) { return fencedVerify(ctx, fence, v) }
 		// The verify waits out the attempt itself: it fences first.
 		return sqlretry.Write(name, verify).VerifyWaits()
 	}
@@ -171,6 +161,7 @@ func (w *Pool) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comman
 		if err != nil {
 			return w.acquireFailed(ctx, err)
 		}
+		s.acquired(actx, c)
 		tag, err = c.Exec(actx, sql, args...)
 		if err != nil {
 			s.note(c)

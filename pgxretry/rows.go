@@ -39,6 +39,7 @@ func (w *Pool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 // query opens r under the Policy.
 func (w *Pool) query(r *rows, args []any) error {
 	op, s := w.opFor(r.ctx, queryOp, r.sql)
+	r.s = s
 	return w.p.Do(r.ctx, op, func(actx context.Context) error {
 		r.attempts++
 		err := r.open(actx, args)
@@ -59,6 +60,7 @@ type rows struct {
 	ctx      context.Context // the caller's
 	sql      string
 	attempts int
+	s        *session // the failed attempt's backend, for a fence; nil if none
 
 	c      *pgxpool.Conn // released when the rows end
 	inner  pgx.Rows
@@ -86,6 +88,7 @@ func (r *rows) open(actx context.Context, args []any) error {
 		return r.w.acquireFailed(r.ctx, err)
 	}
 	r.c = c
+	r.s.acquired(qctx, c)
 	r.inner, err = c.Query(qctx, r.sql, args...)
 	if err != nil {
 		return err
@@ -239,6 +242,7 @@ func (r *row) Scan(dest ...any) error {
 			return r.w.acquireFailed(r.ctx, err)
 		}
 		defer c.Release()
+		s.acquired(actx, c)
 		if err = c.QueryRow(actx, r.sql, r.args...).Scan(dest...); err != nil {
 			s.note(c)
 			return r.w.failed(r.ctx, err, shapeOf(r.sql), c.Conn().IsClosed())

@@ -138,7 +138,9 @@ func (t *txRun) attempt(actx context.Context) error {
 		return t.w.acquireFailed(t.caller, err)
 	}
 	defer c.Release()
-	t.pid = c.Conn().PgConn().PID()
+	if t.userVerify != nil {
+		identify(actx, c.Conn().PgConn()) // before BEGIN: see txBackend
+	}
 	if t.pipelined {
 		if t.insert, t.commit, err = t.w.mk.prepare(actx, c); err != nil {
 			return t.failed(err) // no transaction yet: nothing applied
@@ -149,6 +151,12 @@ func (t *txRun) attempt(actx context.Context) error {
 		return t.failed(err)
 	}
 	t.stage = stageBody
+	if t.userVerify != nil {
+		if t.pid, err = txBackend(actx, c); err != nil {
+			_ = tx.Rollback(actx)
+			return t.failed(err)
+		}
+	}
 	if err := t.body(t.fnContext(actx), c, tx); err != nil {
 		// The transaction is over whether or not the rollback succeeds: a
 		// server rolls back a transaction whose connection is gone, and
@@ -248,10 +256,7 @@ func (t *txRun) verify(ctx context.Context) (bool, error) {
 	case t.stage != stageCommit:
 		return false, errPartlyCommitted
 	case t.userVerify != nil:
-		if err := t.w.fence(ctx, t.pid); err != nil {
-			return false, err
-		}
-		return t.userVerify(ctx)
+		return fencedVerify(ctx, func(ctx context.Context) error { return t.w.fence(ctx, t.pid) }, t.userVerify)
 	case t.hasMark && t.pipelined:
 		return t.w.mk.committed(ctx, t.w.mk.db, t.mark)
 	case t.hasMark:
