@@ -19,8 +19,12 @@
 // count, max runs, lease owner, token and expiry, payload), a status_audit
 // table with one row per transition, and task_runs with one row per counted
 // run of a series. Times are Unix microseconds in integer columns so the
-// three engines compare them alike. Every statement is a constant with
-// placeholders; values are always parameters.
+// three engines compare them alike, and ids, keys and statuses are compared
+// as bytes on every engine (on MariaDB the tables take utf8mb4_nopad_bin,
+// not the database's default collation, which ignores letter case and
+// trailing spaces; [Store.Migrate] upgrades tables an earlier version
+// created). Every statement is a constant with placeholders; values are
+// always parameters.
 //
 // # The rule
 //

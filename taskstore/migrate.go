@@ -3,6 +3,7 @@ package taskstore
 import (
 	"context"
 	"embed"
+	"strconv"
 	"strings"
 
 	"github.com/sqlretry/sqlretry"
@@ -11,13 +12,26 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// schemaVersion is the version the embedded migrations create.
-const schemaVersion = 1
+// schemaVersion is the version the embedded migrations create. Version 2:
+// on MariaDB every text column compares as bytes (utf8mb4_nopad_bin).
+const schemaVersion = 2
 
 // Schema returns the dialect's migration: the CREATE statements for the
-// tasks, status_audit, task_runs and taskstore_migrations tables.
+// tasks, status_audit, task_runs and taskstore_migrations tables, in the
+// shape of the current schema version.
 func Schema(d Dialect) string {
 	b, err := migrations.ReadFile("migrations/" + d.String() + ".sql")
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// upgrade returns the statements that bring the dialect's tables from
+// version-1 to version, "" if that version changes nothing for the dialect:
+// the file migrations/<dialect>.<version>.sql.
+func upgrade(d Dialect, version int) string {
+	b, err := migrations.ReadFile("migrations/" + d.String() + "." + strconv.Itoa(version) + ".sql")
 	if err != nil {
 		return ""
 	}
@@ -45,10 +59,15 @@ func statements(schema string) []string {
 	return out
 }
 
-// Migrate creates the store's tables and indexes if they do not exist, and
-// records the schema version. Every statement is IF NOT EXISTS and the
-// version row is an upsert, so Migrate is idempotent: it is replayed freely
-// after a transient failure, and running it twice is harmless.
+// Migrate creates the store's tables and indexes if they do not exist,
+// upgrades tables an earlier version created, and records the schema
+// version. Every CREATE is IF NOT EXISTS, an upgrade runs only on a
+// database whose recorded version is older and leaves a table already in
+// shape as it is, and the version row is an upsert, so Migrate is
+// idempotent: it is replayed freely after a transient failure, and running
+// it twice is harmless. An upgrade may rebuild a table (on MariaDB, version
+// 2 converts the text columns' collation): run it while the tables are
+// quiet.
 func (s *Store) Migrate(ctx context.Context) error {
 	stmts := statements(Schema(s.dialect))
 	var record string
@@ -65,7 +84,23 @@ func (s *Store) Migrate(ctx context.Context) error {
 				return err
 			}
 		}
-		_, err := s.db.ExecContext(ctx, record, schemaVersion, s.now().UnixMicro())
-		return err
+		// A database with no version recorded may hold tables a Migrate of
+		// version 1 created and could not record: it is upgraded too (on
+		// tables the CREATEs just made, an upgrade changes nothing).
+		var current int
+		if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM taskstore_migrations`).Scan(&current); err != nil {
+			return err
+		}
+		for v := current + 1; v <= schemaVersion; v++ {
+			for _, q := range statements(upgrade(s.dialect, v)) {
+				if _, err := s.db.ExecContext(ctx, q); err != nil {
+					return err
+				}
+			}
+			if _, err := s.db.ExecContext(ctx, record, v, s.now().UnixMicro()); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }

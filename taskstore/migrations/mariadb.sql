@@ -1,6 +1,15 @@
 -- taskstore schema, MariaDB (10.6 or later, for SKIP LOCKED). Times are Unix
 -- microseconds (UTC) in BIGINT columns, so all three dialects compare and
 -- order them the same way. InnoDB, so writes are transactional.
+--
+-- Ids, keys and statuses are compared as bytes, as PostgreSQL and SQLite
+-- compare them: every table's text columns take utf8mb4_nopad_bin, not the
+-- database's default collation, which ignores letter case and trailing
+-- spaces (utf8mb4_general_ci) and made "move-1" the transition "Move-1".
+-- utf8mb4_bin is not enough: it is a PAD SPACE collation, so 'm1' = 'm1 '.
+-- (MariaDB: https://mariadb.com/kb/en/supported-character-sets-and-collations/
+-- lists the _nopad_ collations, 10.2 and later.) A database an earlier
+-- version created is converted by mariadb.2.sql.
 CREATE TABLE IF NOT EXISTS tasks (
     id                VARCHAR(64)  NOT NULL,
     task_key          VARCHAR(191),
@@ -21,7 +30,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     payload           LONGBLOB,
     created_us        BIGINT       NOT NULL,
     CONSTRAINT pk_tasks PRIMARY KEY (id)
-) ENGINE=InnoDB;
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin;
 CREATE UNIQUE INDEX IF NOT EXISTS ux_tasks_task_key ON tasks (task_key);
 CREATE UNIQUE INDEX IF NOT EXISTS ux_tasks_occurrence ON tasks (parent_id, scheduled_us);
 CREATE INDEX IF NOT EXISTS ix_tasks_due ON tasks (status, due_us);
@@ -33,7 +42,7 @@ CREATE TABLE IF NOT EXISTS status_audit (
     from_status   VARCHAR(16)  NOT NULL,
     to_status     VARCHAR(16)  NOT NULL,
     at_us         BIGINT       NOT NULL
-) ENGINE=InnoDB;
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin;
 -- A transition id names one transition: at most one audit row.
 CREATE UNIQUE INDEX IF NOT EXISTS ux_status_audit_transition ON status_audit (transition_id);
 CREATE INDEX IF NOT EXISTS ix_status_audit_task ON status_audit (task_id);
@@ -44,9 +53,9 @@ CREATE TABLE IF NOT EXISTS task_runs (
     schedule_version BIGINT      NOT NULL,
     at_us            BIGINT      NOT NULL,
     CONSTRAINT pk_task_runs PRIMARY KEY (task_id, run_no)
-) ENGINE=InnoDB;
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin;
 CREATE INDEX IF NOT EXISTS ix_task_runs_advance ON task_runs (advance_id);
 CREATE TABLE IF NOT EXISTS taskstore_migrations (
     version    INT    NOT NULL PRIMARY KEY,
     applied_us BIGINT NOT NULL
-) ENGINE=InnoDB;
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_nopad_bin;
