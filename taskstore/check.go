@@ -165,11 +165,16 @@ func check(sn snapshot, entries []Entry, starts map[string]int) Report {
 	// Start calls told anything but OK, per task, to explain a count that
 	// does not match.
 	unsettled := map[string][]string{}
+	persists := map[string][]Entry{} // task id → the Persist calls under it, in order
+	var persistIDs []string
 	for _, e := range entries {
 		r.Told[e.Outcome.String()]++
 		switch e.Kind {
 		case OpPersist:
-			r.checkPersist(e, sn.tasks)
+			if persists[e.ID] == nil {
+				persistIDs = append(persistIDs, e.ID)
+			}
+			persists[e.ID] = append(persists[e.ID], e)
 		case OpAdvance:
 			r.checkAdvance(e, sn.runs[e.ID])
 		default: // transitions: claim, start, complete, fail, set-status
@@ -181,6 +186,9 @@ func check(sn snapshot, entries []Entry, starts map[string]int) Report {
 				unsettled[e.TaskID] = append(unsettled[e.TaskID], fmt.Sprintf("start %s told %s", e.ID, e.Outcome))
 			}
 		}
+	}
+	for _, id := range persistIDs {
+		r.checkPersists(id, persists[id], sn.tasks)
 	}
 	// Recover's transitions are not in the ledger; their ids are unique by
 	// construction, so more than one row is a duplicate.
@@ -207,17 +215,41 @@ func check(sn snapshot, entries []Entry, starts map[string]int) Report {
 	return r
 }
 
-// checkPersist checks a Persist against the row stored under its id.
-func (r *Report) checkPersist(e Entry, tasks map[string]taskRow) {
-	row, there := tasks[e.ID]
-	ours := there && row.fp == e.Fingerprint
+// checkPersists checks the Persist calls made under task id against the
+// row stored under it. At most one of them inserted it: the row is ours to
+// a call whose content it holds, and then exactly one such call applied it.
+// Every other call under the id met a collision, which is a failure, so:
+// a call told OK whose row is missing or someone else's is lost; a second
+// call told OK for the one row is lost too (it inserted nothing, as the
+// collision a re-submission meets says); and the row stored while every
+// call that could have stored it was told Failed is misreported.
+func (r *Report) checkPersists(id string, calls []Entry, tasks map[string]taskRow) {
+	row, there := tasks[id]
+	var ok, maybe, failed []Entry // the calls whose content the row holds, by outcome
+	for _, e := range calls {
+		if !there || row.fp != e.Fingerprint {
+			if e.Outcome == ToldOK {
+				r.Lost++
+				r.problem("persist %s told ok, but the row is %s", e.ID, map[bool]string{true: "someone else's", false: "missing"}[there])
+			}
+			continue
+		}
+		switch e.Outcome {
+		case ToldOK:
+			ok = append(ok, e)
+		case ToldFailed:
+			failed = append(failed, e)
+		default:
+			maybe = append(maybe, e)
+		}
+	}
 	switch {
-	case e.Outcome == ToldOK && !ours:
-		r.Lost++
-		r.problem("persist %s told ok, but the row is %s", e.ID, map[bool]string{true: "someone else's", false: "missing"}[there])
-	case e.Outcome == ToldFailed && ours:
+	case len(ok) > 1:
+		r.Lost += len(ok) - 1
+		r.problem("persist %s told ok %d times for one row: a call that inserted nothing was told it did", id, len(ok))
+	case len(ok) == 0 && len(maybe) == 0 && len(failed) > 0:
 		r.Misreported++
-		r.problem("persist %s told %q, but the row is stored", e.ID, e.Err)
+		r.problem("persist %s told %q, but the row is stored", id, failed[len(failed)-1].Err)
 	}
 }
 

@@ -57,7 +57,11 @@
 // re-stamped execution time; absent → the transaction runs again. The guard
 // (From status, lease token) makes a replay that meets the desired state
 // already there stop instead of applying twice, and before reporting the
-// guard's failure the store checks for its own audit row once more.
+// guard's failure the store checks for its own audit row once more. A move
+// from a status to itself, which sets nothing the guard does not already
+// require, reads its guard under a row lock instead of counting the rows
+// its UPDATE changed (MariaDB's driver counts 0 for a row already in shape),
+// so it behaves the same on every engine.
 //
 // AdvanceRun (the recurring-series compare-and-swap): the statement consumes
 // its own token. It bumps ScheduleVersion together with CurrentRunCount,

@@ -10,8 +10,11 @@ import (
 var (
 	// ErrNotFound: no task has the given id.
 	ErrNotFound = errors.New("taskstore: task not found")
-	// ErrIDTaken: Persist found a different task stored under the id.
-	ErrIDTaken = errors.New("taskstore: task id already holds a different task")
+	// ErrIDTaken: Persist found a task already stored under the id: a
+	// different one, or the same task persisted by an earlier call (a
+	// re-submission, which never passes for "inserted": that task may have
+	// run since).
+	ErrIDTaken = errors.New("taskstore: task id already holds a task")
 	// ErrTaskKeyTaken: Persist collided with another task's unique task key.
 	// It never means "already inserted".
 	ErrTaskKeyTaken = errors.New("taskstore: task key already used by another task")

@@ -201,11 +201,14 @@ func nullStr(s string) sql.NullString { return sql.NullString{String: s, Valid: 
 // lost after the INSERT left) the store reads the row back by primary key:
 // if it is there and it is ours (same content), the insert was applied and
 // Persist succeeds; if not, it is retried. A duplicate-key error proves
-// success only when the row stored under our primary key is ours (a second
-// insert of our own row may be reported on any of its unique keys, so the
-// row decides, not the constraint name). Otherwise a task-key or occurrence
-// collision is returned as a [*ConflictError] matching [ErrTaskKeyTaken] or
-// [ErrOccurrenceTaken], and a primary-key one as [ErrIDTaken]: never
+// success only on a retry after an attempt of this call whose outcome was
+// unknown, and only when the row stored under our primary key is ours (a
+// second insert of our own row may be reported on any of its unique keys,
+// so the row decides, not the constraint name). Otherwise it is a collision:
+// a task already stored under the id (a different one, or this very task
+// persisted by an earlier call: re-submitting a task is not a retry) is a
+// [*ConflictError] matching [ErrIDTaken], and a task-key or occurrence
+// collision one matching [ErrTaskKeyTaken] or [ErrOccurrenceTaken]: never
 // "already inserted".
 func (s *Store) Persist(ctx context.Context, t Task) (Task, error) {
 	t = s.prepare(t)
@@ -216,6 +219,9 @@ func (s *Store) Persist(ctx context.Context, t Task) (Task, error) {
 		op := sqlretry.Write("taskstore.persist", func(ctx context.Context) (bool, error) {
 			return s.isOurs(ctx, s.db, t)
 		})
+		// landed: an attempt of this call ended with an unknown outcome, so
+		// the row under t.ID may be its insert.
+		landed := false
 		err = s.pol.Persist.Do(ctx, op, func(ctx context.Context) error {
 			err := s.insert(ctx, t)
 			if err == nil {
@@ -223,23 +229,38 @@ func (s *Store) Persist(ctx context.Context, t Task) (Task, error) {
 			}
 			c, dup := s.dialect.duplicateKey(err)
 			if !dup {
+				landed = landed || mayHaveApplied(ctx, s.pol.Persist, err)
 				return err
 			}
-			// The row under our id decides. If it is ours, our own earlier
-			// attempt landed (its reply was lost) and every unique key it
-			// holds is ours too: the engine may name any of them, so the
-			// proof is the row, not the constraint. If it is not ours, the
+			// The row under our id decides. If this call may have inserted
+			// it and it is ours, our own earlier attempt landed (its reply
+			// was lost) and every unique key it holds is ours too: the engine
+			// may name any of them, so the proof is the row, not the
+			// constraint. Any other row under our id, or ours before any
+			// attempt of this call can have landed (the task was persisted
+			// before), means the id is taken; with no row under it, the
 			// constraint says which collision this is.
-			if ours, rerr := s.isOurs(ctx, s.db, t); rerr != nil {
+			got, rerr := s.get(ctx, s.db, t.ID)
+			switch {
+			case errors.Is(rerr, ErrNotFound):
+				return &ConflictError{TaskID: t.ID, Constraint: c, Err: err}
+			case rerr != nil:
 				return rerr
-			} else if ours {
+			case landed && sameTask(got, t):
 				return nil
 			}
-			return &ConflictError{TaskID: t.ID, Constraint: c, Err: err}
+			return &ConflictError{TaskID: t.ID, Constraint: ConstraintPrimaryKey, Err: err}
 		})
 	}
 	s.record(Entry{Kind: OpPersist, ID: t.ID, TaskID: t.ID, Fingerprint: fingerprint(t)}, err)
 	return t, err
+}
+
+// mayHaveApplied reports whether the attempt that failed with err may have
+// applied its write: its outcome is unknown (the command timeout ended it,
+// or p's classifier says so), not proved not sent or not applied.
+func mayHaveApplied(ctx context.Context, p *sqlretry.Policy, err error) bool {
+	return ctx.Err() != nil || errors.Is(err, sqlretry.ErrAmbiguous) || p.Classify(err).Phase == sqlretry.Unknown
 }
 
 // prepare fills in Persist's defaults.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/sqlretry/sqlretry/faults"
 )
 
 func TestLifecycle(t *testing.T) {
@@ -21,8 +23,8 @@ func TestLifecycle(t *testing.T) {
 			if _, err := s.Persist(ctx, Task{Key: "k1", Payload: []byte("other")}); !errors.Is(err, ErrTaskKeyTaken) {
 				t.Fatalf("persist with a taken key: got %v, want ErrTaskKeyTaken", err)
 			}
-			if _, err := s.Persist(ctx, task); err != nil {
-				t.Fatalf("persist the same task again: got %v, want nil (the row is ours)", err)
+			if _, err := s.Persist(ctx, task); !errors.Is(err, ErrIDTaken) {
+				t.Fatalf("persist the same task again: got %v, want ErrIDTaken (a first attempt never inserted it)", err)
 			}
 			other := task
 			other.Payload = []byte("not ours")
@@ -110,6 +112,90 @@ func TestLifecycle(t *testing.T) {
 			}
 			if !r.Clean() {
 				t.Fatalf("check: %v\n%v", r, r.Problems)
+			}
+		})
+	}
+}
+
+// TestPersistResubmittedIDIsRefused: Persist of a task whose id already
+// holds a task, the same content included, is a collision the caller hears
+// of (ErrIDTaken) when no earlier attempt of this call can have inserted the
+// row: a task that already ran is not reported queued and fresh while the
+// stored one, succeeded, never runs again. A duplicate key proves success
+// only after an attempt of this very call whose outcome was unknown.
+func TestPersistResubmittedIDIsRefused(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(d.String(), func(t *testing.T) {
+			ctx := context.Background()
+			plan := faults.MustPlan(faults.Config{Seed: 1})
+			led := NewLedger()
+			s, _ := newStore(t, d, plan, Options{Ledger: led})
+			task, err := s.Persist(ctx, Task{Key: "report-1", Payload: []byte("p")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ran, err := s.Work(ctx, "w", func(context.Context, Task) error { return nil }, 0); !ran || err != nil {
+				t.Fatalf("work: got %v, %v", ran, err)
+			}
+			stored := func() Task {
+				t.Helper()
+				got, err := s.Get(ctx, task.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return got
+			}
+			if got := stored(); got.Status != Succeeded || got.JobAttempts != 1 {
+				t.Fatalf("after work: got %s with %d attempts, want succeeded with 1", got.Status, got.JobAttempts)
+			}
+			for _, tc := range []struct {
+				name string
+				rule *faults.Rule
+			}{
+				{"first attempt", nil},
+				// The first attempt is rolled back (a deadlock victim): the
+				// retry's duplicate key is not its own insert either.
+				{"retry after a failure that applied nothing", &faults.Rule{Kind: faults.ServerError, Engine: engineOf(d), Op: faults.OpExec, Match: "INSERT INTO tasks"}},
+			} {
+				if tc.rule != nil {
+					if err := plan.Add(*tc.rule); err != nil {
+						t.Fatal(err)
+					}
+				}
+				got, err := s.Persist(ctx, task)
+				if !errors.Is(err, ErrIDTaken) {
+					t.Errorf("%s: re-submitting task %s got %v (returned as %s with %d attempts), want ErrIDTaken", tc.name, task.ID, err, got.Status, got.JobAttempts)
+				}
+				if tc.rule != nil && plan.Counts().Faults[faults.ServerError] != 1 {
+					t.Errorf("%s: the fault fired %d times, want 1", tc.name, plan.Counts().Faults[faults.ServerError])
+				}
+			}
+			if got := stored(); got.Status != Succeeded || got.JobAttempts != 1 {
+				t.Errorf("stored task: got %s with %d attempts, want succeeded with 1", got.Status, got.JobAttempts)
+			}
+
+			// A retry after our own insert landed and its reply was lost is
+			// success, once.
+			if err := plan.Add(faults.Rule{Kind: faults.AppliedReplyLost, Op: faults.OpExec, Match: "INSERT INTO tasks"}); err != nil {
+				t.Fatal(err)
+			}
+			fresh, err := s.Persist(ctx, Task{Payload: []byte("q")})
+			if err != nil {
+				t.Errorf("persist whose reply was lost: got %v, want nil", err)
+			}
+			if plan.Counts().Faults[faults.AppliedReplyLost] != 1 {
+				t.Errorf("the lost reply fired %d times, want 1", plan.Counts().Faults[faults.AppliedReplyLost])
+			}
+			if got, err := s.Get(ctx, fresh.ID); err != nil || !sameTask(got, fresh) {
+				t.Errorf("persist whose reply was lost: stored %+v (%v), want %+v", got, err, fresh)
+			}
+			plan.Disable()
+			r, err := s.Check(ctx, led)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r.Clean() {
+				t.Errorf("check: got %v\n%v, want clean", r, r.Problems)
 			}
 		})
 	}

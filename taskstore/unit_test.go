@@ -192,3 +192,34 @@ func TestCancelIsNeverRetried(t *testing.T) {
 		t.Errorf("hung calls: got %d, want 1 (no retry after the cancellation)", n)
 	}
 }
+
+// TestCheckPersistsUnderOneID: of the Persist calls under one id, exactly
+// one inserted the row it holds: a re-submission told OK is a write that was
+// not applied (lost), a re-submission refused beside the call told OK is
+// right, and a row stored while every call that could have stored it was
+// told it failed is misreported.
+func TestCheckPersistsUnderOneID(t *testing.T) {
+	task := Task{ID: "t1", Status: Succeeded, Payload: []byte("p")}
+	fp := fingerprint(task)
+	for _, tc := range []struct {
+		name         string
+		told         []Outcome
+		lost, misrep int
+	}{
+		{"once", []Outcome{ToldOK}, 0, 0},
+		{"re-submission refused", []Outcome{ToldOK, ToldFailed}, 0, 0},
+		{"re-submission told ok", []Outcome{ToldOK, ToldOK}, 1, 0},
+		{"ambiguous, then refused", []Outcome{ToldAmbiguous, ToldFailed}, 0, 0},
+		{"every call told failed", []Outcome{ToldFailed, ToldFailed}, 0, 1},
+	} {
+		sn := snapshot{tasks: map[string]taskRow{"t1": {task: task, fp: fp}}}
+		var entries []Entry
+		for _, o := range tc.told {
+			entries = append(entries, Entry{Kind: OpPersist, ID: "t1", TaskID: "t1", Fingerprint: fp, Outcome: o})
+		}
+		r := check(sn, entries, nil)
+		if r.Lost != tc.lost || r.Misreported != tc.misrep {
+			t.Errorf("%s: got lost=%d misreported=%d, want %d and %d (%v)", tc.name, r.Lost, r.Misreported, tc.lost, tc.misrep, r.Problems)
+		}
+	}
+}
