@@ -61,12 +61,14 @@ func SQLiteDSN(path string) string {
 //	?i   a BIGINT parameter in a SELECT list (PostgreSQL cannot infer its type there)
 //	{skip} the row-lock clause of the claim's candidate query
 //	{share} a shared row lock (SQLite: none; its BEGIN IMMEDIATE takes the write lock)
+//	{update} an exclusive row lock (SQLite: none, as for {share})
 func (d Dialect) bind(q string) string {
 	switch d {
 	case Postgres:
 		q = strings.ReplaceAll(q, "?i", "CAST(? AS BIGINT)")
 		q = strings.ReplaceAll(q, "{skip}", "FOR UPDATE SKIP LOCKED")
 		q = strings.ReplaceAll(q, "{share}", "FOR SHARE")
+		q = strings.ReplaceAll(q, "{update}", "FOR UPDATE")
 		var b strings.Builder
 		n := 0
 		for i := 0; i < len(q); i++ {
@@ -82,12 +84,14 @@ func (d Dialect) bind(q string) string {
 	case MariaDB:
 		q = strings.ReplaceAll(q, "?i", "?")
 		q = strings.ReplaceAll(q, "{share}", "LOCK IN SHARE MODE")
+		q = strings.ReplaceAll(q, "{update}", "FOR UPDATE")
 		return strings.ReplaceAll(q, "{skip}", "FOR UPDATE SKIP LOCKED")
 	}
 	// SQLite has one writer at a time and no row locks: _txlock=immediate
 	// serialises claims instead.
 	q = strings.ReplaceAll(q, "?i", "?")
 	q = strings.ReplaceAll(q, "{share}", "")
+	q = strings.ReplaceAll(q, "{update}", "")
 	return strings.ReplaceAll(q, "{skip}", "")
 }
 

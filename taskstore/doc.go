@@ -43,11 +43,13 @@
 // Persist (INSERT of a new task): retried after a not-sent or not-applied
 // failure. After an ambiguous one it reads the row back by primary key and
 // compares it with what it tried to store: ours → done, absent → retry. A
-// duplicate-key error is "already inserted" only when the row under our
-// primary key is ours; a task-key collision ([ErrTaskKeyTaken]), the
-// occurrence index firing ([ErrOccurrenceTaken]) or someone else's row
-// under our id ([ErrIDTaken]) is a different event, returned as a typed
-// [*ConflictError].
+// duplicate-key error is "already inserted" only on a retry after an attempt
+// of the same call whose outcome was unknown, and only when the row under
+// our primary key is ours; a task-key collision ([ErrTaskKeyTaken]), the
+// occurrence index firing ([ErrOccurrenceTaken]) or a row already under our
+// id before this call could have inserted one ([ErrIDTaken]: someone else's,
+// or this task re-submitted, which may have run since) is a different
+// event, returned as a typed [*ConflictError].
 //
 // SetStatus, and the job transitions Claim, Start, Complete and Fail: the
 // guarded UPDATE and its audit row commit in one transaction (RunTx), and

@@ -14,7 +14,7 @@ type queries struct {
 	naiveComplete                            string
 	ensureOccurrence, leaseOf                string
 	occurrence                               string
-	probeAudit, lockTask                     string
+	probeAudit, lockTask, lockGuard          string
 }
 
 const taskColumns = `id, task_key, parent_id, scheduled_us, due_us, status, job_attempts, max_attempts,
@@ -29,7 +29,7 @@ func queriesFor(d Dialect) *queries {
 	for _, p := range []*string{&q.insert, &q.get, &q.auditCount, &q.auditTask, &q.insertAudit, &q.setStatus, &q.setStatusRunning,
 		&q.claimCandidate, &q.claim, &q.start, &q.complete, &q.fail, &q.expired, &q.expire, &q.advance, &q.insertRun,
 		&q.runByID, &q.naiveAdvance, &q.naiveSetStatus, &q.naiveStart, &q.naiveComplete, &q.ensureOccurrence, &q.leaseOf, &q.occurrence,
-		&q.probeAudit, &q.lockTask} {
+		&q.probeAudit, &q.lockTask, &q.lockGuard} {
 		*p = d.bind(*p)
 	}
 	return q
@@ -93,6 +93,9 @@ func sharedQueries() *queries {
 		// lockTask waits for the row lock a transition's or an advance's
 		// UPDATE holds until its transaction ends.
 		lockTask: `SELECT id FROM tasks WHERE id = ? {share}`,
+		// lockGuard checks a self-transition's guard and locks the row it
+		// finds until the transaction ends (see Store.apply).
+		lockGuard: `SELECT id FROM tasks WHERE id = ? AND status = ? {update}`,
 
 		// Seed 002's unsafe shapes, for the blind-replay store only (naive.go).
 		naiveAdvance: `UPDATE tasks SET current_run_count = current_run_count + 1, advanced_by = ?

@@ -132,11 +132,11 @@ func reservedID(id string) bool {
 func (s *Store) apply(ctx context.Context, p *sqlretry.Policy, c change) error {
 	verify := func(ctx context.Context) (bool, error) { return s.transitionLanded(ctx, c.id, c.taskID, c.to) }
 	err := sqlretry.RunTx(ctx, s.db, p, sqlretry.Write(c.op, verify).VerifyWaits(), nil, func(ctx context.Context, tx *sql.Tx) error {
-		n, err := affected(ctx, tx, c.update, c.args...)
+		held, err := s.guard(ctx, tx, c)
 		if err != nil {
 			return err
 		}
-		if n == 0 {
+		if !held {
 			// The guard failed. If it failed because this very transition
 			// is already there (an earlier attempt committed after its
 			// verify looked), it is done: succeed without a second row.
@@ -165,6 +165,44 @@ func (s *Store) apply(ctx context.Context, p *sqlretry.Policy, c change) error {
 		return ambiguous(c.op, c.id, err, rerr)
 	}
 	return s.confirm(ctx, err, verify)
+}
+
+// guard runs c's guarded UPDATE in tx and reports whether its guard held.
+//
+// A self-transition (From = To: SetStatus's queued → queued, succeeded →
+// succeeded, failed → failed) sets nothing its guard does not already
+// require, so whether its UPDATE counts the row depends on the engine:
+// PostgreSQL and SQLite count the rows matched, go-sql-driver/mysql the rows
+// changed (unless the DSN sets clientFoundRows, the user's choice), which
+// for a row already in shape is 0. Its guard is read instead, locking the
+// row it finds until the transaction ends, and the UPDATE then runs on that
+// row with its count ignored: one behaviour on every engine, whatever the
+// DSN says. Every other transition changes the status, so its UPDATE
+// changes the row exactly when its guard holds.
+func (s *Store) guard(ctx context.Context, tx *sql.Tx, c change) (bool, error) {
+	if c.from != c.to[0] || c.from != c.to[1] {
+		n, err := affected(ctx, tx, c.update, c.args...)
+		return err == nil && n > 0, err
+	}
+	if c.lease != "" {
+		// Only SetStatus, which guards on no lease, moves a task to its
+		// own status.
+		return false, errors.New("taskstore: " + c.op + ": a self-transition guarded on a lease")
+	}
+	rows, err := tx.QueryContext(ctx, s.q.lockGuard, c.taskID, string(c.from))
+	if err != nil {
+		return false, err
+	}
+	held := rows.Next()
+	err = rows.Err()
+	if cerr := rows.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil || !held {
+		return false, err
+	}
+	_, err = tx.ExecContext(ctx, c.update, c.args...)
+	return err == nil, err
 }
 
 // confirm reads once more before the store reports a failure whose last

@@ -179,3 +179,70 @@ func TestTransitionIDTakenUnsettledIsAmbiguous(t *testing.T) {
 		})
 	}
 }
+
+// TestSelfTransition: a move the state machine allows from a status to
+// itself (queued → queued, succeeded → succeeded, failed → failed) applies
+// on every engine, with one audit row and its replay settled as its own; a
+// self-transition whose guard fails is a conflict everywhere. (MariaDB's
+// driver reports rows changed, not rows matched, so the guarded UPDATE that
+// changes nothing once read as a failed guard: "want queued, got queued".)
+func TestSelfTransition(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(d.String(), func(t *testing.T) {
+			ctx := context.Background()
+			plan := faults.MustPlan(faults.Config{Seed: 1})
+			s, _ := newStore(t, d, plan, Options{})
+			for _, st := range []Status{Queued, Succeeded, Failed} {
+				task, err := s.Persist(ctx, Task{DueAt: time.Now().Add(time.Hour)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st != Queued {
+					if _, err := s.SetStatus(ctx, Transition{TaskID: task.ID, From: Queued, To: st}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				tr := Transition{ID: "self-" + string(st), TaskID: task.ID, From: st, To: st}
+				for i, what := range []string{"self-transition", "its replay"} {
+					if _, err := s.SetStatus(ctx, tr); err != nil {
+						t.Errorf("%s → %s, %s: got %v, want nil", st, st, what, err)
+					}
+					if n := auditRows(t, s, tr.ID); n != 1 {
+						t.Errorf("%s → %s after call %d: got %d audit rows, want 1", st, st, i+1, n)
+					}
+				}
+				if got, err := s.Get(ctx, task.ID); err != nil || got.Status != st {
+					t.Errorf("%s → %s: task is %s (%v)", st, st, got.Status, err)
+				}
+			}
+			task, err := s.Persist(ctx, Task{DueAt: time.Now().Add(time.Hour)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Its COMMIT lost or its reply lost, it is settled as any
+			// transition is: applied once.
+			for _, k := range []faults.Kind{faults.CommitNotApplied, faults.CommitAppliedReplyLost} {
+				if err := plan.Add(faults.Rule{Kind: k, Op: faults.OpCommit}); err != nil {
+					t.Fatal(err)
+				}
+				tr := Transition{ID: "self-" + string(k), TaskID: task.ID, From: Queued, To: Queued}
+				if _, err := s.SetStatus(ctx, tr); err != nil {
+					t.Errorf("queued → queued, %s: got %v, want nil", k, err)
+				}
+				if n := plan.Counts().Faults[k]; n != 1 {
+					t.Errorf("%s fired %d times, want 1", k, n)
+				}
+				if n := auditRows(t, s, tr.ID); n != 1 {
+					t.Errorf("queued → queued, %s: got %d audit rows, want 1", k, n)
+				}
+			}
+			if _, err := s.SetStatus(ctx, Transition{TaskID: task.ID, From: Failed, To: Failed}); !errors.Is(err, ErrStatusConflict) {
+				t.Errorf("failed → failed on a queued task: got %v, want ErrStatusConflict", err)
+			}
+			var se *StatusError
+			if _, err := s.SetStatus(ctx, Transition{TaskID: "no-such-task", From: Queued, To: Queued}); !errors.As(err, &se) || !errors.Is(err, ErrNotFound) {
+				t.Errorf("queued → queued on a missing task: got %v, want a *StatusError matching ErrNotFound", err)
+			}
+		})
+	}
+}
