@@ -31,8 +31,9 @@ type Report struct {
 	// with more than one row, or an OK transition with none.
 	AuditMismatch int `json:"audit_mismatch"`
 	// JobAttemptsBurned: job attempts counted with no handler start (and no
-	// Start call its caller cancelled to explain them). An ambiguous Start
-	// explains nothing: its caller must settle it and run the handler.
+	// Start call its caller cancelled, whose audit row shows it counted
+	// one, to explain them). An ambiguous Start explains nothing: its caller
+	// must settle it and run the handler.
 	JobAttemptsBurned int `json:"job_attempts_burned"`
 	// UncountedStarts: handler starts beyond the attempts counted.
 	UncountedStarts int `json:"uncounted_starts"`
@@ -158,10 +159,14 @@ func (s *Store) snapshot(ctx context.Context) (snapshot, error) {
 // check is the pure part of Check.
 func check(sn snapshot, entries []Entry, starts map[string]int) Report {
 	r := Report{Ops: len(entries), Told: map[string]int{}, Tasks: len(sn.tasks), AuditRows: sn.auditRows, Runs: sn.runRows}
-	// Start calls the caller cancelled: the caller gave up on the attempt,
-	// so one it counted is not the store's fault. An ambiguous Start is not
-	// excused: the store settles it (see [Store.Work], [Store.SettleStart]).
-	canceledStarts := map[string]int{}
+	// Start calls the caller cancelled whose audit row shows they ran: the
+	// caller gave up on the attempt the Start counted, so it is not the
+	// store's fault. A cancelled Start with no audit row counted nothing
+	// and excuses nothing (it would hide another attempt burned), and one
+	// Start excuses one attempt however many entries name it. An ambiguous
+	// Start is not excused: the store settles it (see [Store.Work],
+	// [Store.SettleStart]).
+	canceledStarts := map[string]map[string]bool{} // task id → start transition ids
 	// Start calls told anything but OK, per task, to explain a count that
 	// does not match.
 	unsettled := map[string][]string{}
@@ -179,8 +184,11 @@ func check(sn snapshot, entries []Entry, starts map[string]int) Report {
 			r.checkAdvance(e, sn.runs[e.ID])
 		default: // transitions: claim, start, complete, fail, set-status
 			r.checkTransition(e, sn.audit[e.ID])
-			if e.Kind == OpStart && e.Outcome == ToldCanceled {
-				canceledStarts[e.TaskID]++
+			if e.Kind == OpStart && e.Outcome == ToldCanceled && sn.audit[e.ID] > 0 {
+				if canceledStarts[e.TaskID] == nil {
+					canceledStarts[e.TaskID] = map[string]bool{}
+				}
+				canceledStarts[e.TaskID][e.ID] = true
 			}
 			if e.Kind == OpStart && e.Outcome != ToldOK {
 				unsettled[e.TaskID] = append(unsettled[e.TaskID], fmt.Sprintf("start %s told %s", e.ID, e.Outcome))
@@ -209,7 +217,7 @@ func check(sn snapshot, entries []Entry, starts map[string]int) Report {
 		}
 		st := starts[id]
 		r.HandlerStarts += st
-		r.checkAttempts(id, t.JobAttempts, st, canceledStarts[id], unsettled[id])
+		r.checkAttempts(id, t.JobAttempts, st, len(canceledStarts[id]), unsettled[id])
 		r.checkSeries(id, row, len(sn.advances[id]))
 	}
 	return r
@@ -290,7 +298,8 @@ func (r *Report) checkTransition(e Entry, n int) {
 }
 
 // checkAttempts compares task id's job attempts with its handler starts,
-// less the Start calls its caller cancelled; unsettled explains a mismatch.
+// less the Start calls its caller cancelled that counted one; unsettled
+// explains a mismatch.
 func (r *Report) checkAttempts(id string, attempts, starts, canceled int, unsettled []string) {
 	if burned := attempts - starts - canceled; burned > 0 {
 		r.JobAttemptsBurned += burned

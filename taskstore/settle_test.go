@@ -158,3 +158,37 @@ func TestCheckStartExcuses(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckCanceledStartExcusesOnlyItsOwnAttempt: a Start its caller
+// cancelled excuses the job attempt it counted, and only if its audit row
+// shows it ran: a cancelled Start that never reached the database does not
+// hide an attempt another Start burned, and a Start named twice in the
+// ledger excuses one attempt.
+func TestCheckCanceledStartExcusesOnlyItsOwnAttempt(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		attempts int
+		audit    map[string]int
+		starts   []Entry
+		want     int
+	}{
+		{"cancelled start that ran", 1, map[string]int{"c2:start": 1},
+			[]Entry{{ID: "c2:start", Outcome: ToldCanceled}}, 0},
+		{"cancelled start that never ran, an earlier attempt burned", 1, map[string]int{"c1:start": 1},
+			[]Entry{{ID: "c1:start", Outcome: ToldOK}, {ID: "c2:start", Outcome: ToldCanceled}}, 1},
+		{"one cancelled start recorded twice, two attempts burned", 2, map[string]int{"c1:start": 1, "c2:start": 1},
+			[]Entry{{ID: "c1:start", Outcome: ToldOK}, {ID: "c2:start", Outcome: ToldAmbiguous}, {ID: "c2:start", Outcome: ToldCanceled}, {ID: "c2:start", Outcome: ToldCanceled}}, 1},
+	} {
+		task := Task{ID: "t1", Status: Failed, JobAttempts: tc.attempts, MaxAttempts: 3, Payload: []byte{}}
+		sn := snapshot{tasks: map[string]taskRow{"t1": {task: task, fp: fingerprint(task)}}, audit: tc.audit}
+		var entries []Entry
+		for _, e := range tc.starts {
+			e.Kind, e.TaskID = OpStart, "t1"
+			entries = append(entries, e)
+		}
+		r := check(sn, entries, nil)
+		if r.JobAttemptsBurned != tc.want {
+			t.Errorf("%s: job_attempts_burned got %d, want %d (%v)", tc.name, r.JobAttemptsBurned, tc.want, r.Problems)
+		}
+	}
+}
