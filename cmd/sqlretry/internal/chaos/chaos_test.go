@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"image/png"
 	"math"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/sqlretry/sqlretry/cmd/sqlretry/internal/engine"
 	"github.com/sqlretry/sqlretry/faults"
+	"github.com/sqlretry/sqlretry/taskstore"
 )
 
 func TestParseOutage(t *testing.T) {
@@ -372,23 +374,57 @@ func TestPolicyReport(t *testing.T) {
 }
 
 // TestCountLostClaims: every lost claim comes with a problem line that
-// the VIOLATED report prints.
+// the VIOLATED report prints, and only a claim told its outcome is unknown
+// excuses a lease nobody holds: its own. A run whose outage refused claims
+// outright (the budget, the breaker) cannot hide as many lost leases, nor
+// can an ambiguous claim that never landed hide another's.
 func TestCountLostClaims(t *testing.T) {
 	claimed := map[string]string{"tok-a": "task-a", "tok-b": "task-b"}
-	cases := []struct {
-		name      string
-		leases    []lease
-		unsettled int
-		want      int
-		wantLine  string
-	}{
-		{"held by their claims", []lease{{"task-a", "tok-a"}, {"task-b", "tok-b"}}, 0, 0, ""},
-		{"replayed claim", []lease{{"task-c", "tok-a"}}, 0, 1, "task task-c is leased under claim token tok-a, whose caller was handed task task-a"},
-		{"orphans explained", []lease{{"task-x", "tok-x"}}, 1, 0, ""},
-		{"orphans beyond the unsettled", []lease{{"task-x", "tok-x"}, {"task-y", "tok-y"}, {"task-z", "tok-z"}}, 1, 2, "3 tasks are leased under tokens no claim was told (1 claims ended with an unknown outcome"},
+	claim := func(tok string, o taskstore.Outcome) taskstore.Entry {
+		return taskstore.Entry{Kind: taskstore.OpClaim, ID: tok, Outcome: o}
 	}
+	cases := []struct {
+		name     string
+		leases   []lease
+		entries  []taskstore.Entry
+		want     int
+		wantLine string
+	}{
+		{"held by their claims", []lease{{"task-a", "tok-a"}, {"task-b", "tok-b"}}, nil, 0, ""},
+		{"replayed claim", []lease{{"task-c", "tok-a"}}, nil, 1, "task task-c is leased under claim token tok-a, whose caller was handed task task-a"},
+		{"orphan explained by its own ambiguous claim", []lease{{"task-x", "tok-x"}},
+			[]taskstore.Entry{claim("tok-x", taskstore.ToldAmbiguous)}, 0, ""},
+		{"orphan no claim was told of", []lease{{"task-x", "tok-x"}}, nil, 1,
+			"task task-x is leased under claim token tok-x nobody holds: no claim was told of this token"},
+		{"definite failures excuse nothing", []lease{{"task-y", "tok-y"}},
+			[]taskstore.Entry{claim("tok-f1", taskstore.ToldFailed), claim("tok-f2", taskstore.ToldFailed), claim("tok-f3", taskstore.ToldFailed)}, 1,
+			"task task-y is leased under claim token tok-y nobody holds"},
+		{"a claim told failed whose lease is there", []lease{{"task-f", "tok-f"}},
+			[]taskstore.Entry{claim("tok-f", taskstore.ToldFailed)}, 1, "the claim that drew it was told failed, not an unknown outcome"},
+		{"a cancelled claim whose lease is there", []lease{{"task-c", "tok-c"}},
+			[]taskstore.Entry{claim("tok-c", taskstore.ToldCanceled)}, 1, "the claim that drew it was told canceled"},
+		{"an ambiguous claim excuses only its own lease", []lease{{"task-y", "tok-y"}},
+			[]taskstore.Entry{claim("tok-x", taskstore.ToldAmbiguous)}, 1, "task task-y is leased under claim token tok-y nobody holds"},
+		{"one ambiguous claim, two of its own leases", []lease{{"task-x", "tok-x"}, {"task-z", "tok-x"}},
+			[]taskstore.Entry{claim("tok-x", taskstore.ToldAmbiguous)}, 1, "task task-z is leased under claim token tok-x nobody holds"},
+	}
+	// An outage refused 30 claims (budget exhausted) while 30 leases were
+	// lost under tokens nobody was told of.
+	var refused []taskstore.Entry
+	var orphans []lease
+	for i := range 30 {
+		refused = append(refused, claim(fmt.Sprintf("tok-refused-%d", i), taskstore.ToldFailed))
+		orphans = append(orphans, lease{fmt.Sprintf("task-%d", i), fmt.Sprintf("tok-orphan-%d", i)})
+	}
+	cases = append(cases, struct {
+		name     string
+		leases   []lease
+		entries  []taskstore.Entry
+		want     int
+		wantLine string
+	}{"an outage's refused claims", orphans, refused, 30, "task task-0 is leased under claim token tok-orphan-0 nobody holds"})
 	for _, c := range cases {
-		got, problems := countLostClaims(c.leases, claimed, c.unsettled)
+		got, problems := countLostClaims(c.leases, claimed, c.entries)
 		if got != c.want {
 			t.Errorf("%s: got %d lost claims, want %d", c.name, got, c.want)
 		}

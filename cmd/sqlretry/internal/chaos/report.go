@@ -127,8 +127,8 @@ type Invariants struct {
 	AuditMismatch     int `json:"audit_mismatch"`
 	JobAttemptsBurned int `json:"job_attempts_burned"`
 	// LostClaims: tasks left leased under a claim whose caller holds a
-	// different task, or more orphaned leases than claims reported
-	// unsettled.
+	// different task, or under a token no caller holds whose own claim did
+	// not end ambiguous.
 	LostClaims      int `json:"lost_claims"`
 	EndedEarly      int `json:"ended_early"`
 	UncountedStarts int `json:"uncounted_starts"`
@@ -365,10 +365,11 @@ func policyReport(c Config) PolicyReport {
 		CommandTimeout: p.CommandTimeout.String(), Budget: !p.NoBudget, Rules: p.Rules, BlindReplay: c.Naive}
 }
 
-// lostClaims counts leases nobody holds that no unsettled claim explains,
+// lostClaims counts leases nobody holds that no ambiguous claim explains,
 // with a problem line for each: a task leased under a token whose caller
 // was handed another task (a blind replay of a claim whose COMMIT landed),
-// and orphans beyond the claims that reported an unknown outcome.
+// and a task leased under a token no claim was told it holds, unless the
+// claim that drew that token ended ambiguous.
 func (h *harness) lostClaims(ctx context.Context) (int, []string, error) {
 	rows, err := h.db.QueryContext(ctx, `SELECT id, lease_token FROM tasks WHERE status IN ('leased', 'running') AND lease_token IS NOT NULL`)
 	if err != nil {
@@ -386,40 +387,65 @@ func (h *harness) lostClaims(ctx context.Context) (int, []string, error) {
 	if err := rows.Err(); err != nil {
 		return 0, nil, err
 	}
-	unsettled := 0
-	for _, e := range h.ledger.Entries() {
-		if e.Kind == taskstore.OpClaim && e.Outcome != taskstore.ToldOK {
-			unsettled++
-		}
-	}
+	entries := h.ledger.Entries()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	n, problems := countLostClaims(leases, h.claimed, unsettled)
+	n, problems := countLostClaims(leases, h.claimed, entries)
 	return n, problems, nil
 }
+
+// maxClaimProblems bounds the problem lines countLostClaims writes, as
+// taskstore's Check bounds its own.
+const maxClaimProblems = 20
 
 // lease is a task left leased at the end of a run.
 type lease struct{ id, token string }
 
 // countLostClaims is the pure part of lostClaims: claimed maps the token of
-// every claim told OK to its task; unsettled counts claims whose outcome
-// the caller was not told.
-func countLostClaims(leases []lease, claimed map[string]string, unsettled int) (int, []string) {
+// every claim told OK to its task; entries is the ledger, whose claim
+// entries carry their token as ID. A lease no claim told OK holds is lost
+// unless the claim under its own token was told its outcome is unknown
+// (ErrAmbiguous): that claim may have landed, and its caller knows it may
+// hold a lease, which expires. A claim told a definite failure (the budget
+// refused it, the circuit was open, a conflict) or a cancellation was told
+// it holds nothing, so a lease under its token is lost; and a claim excuses
+// no lease but its own.
+func countLostClaims(leases []lease, claimed map[string]string, entries []taskstore.Entry) (int, []string) {
+	told := map[string]taskstore.Outcome{} // claim token → what its caller was told, ambiguous winning
+	for _, e := range entries {
+		if e.Kind != taskstore.OpClaim {
+			continue
+		}
+		if prev, seen := told[e.ID]; !seen || prev != taskstore.ToldAmbiguous {
+			told[e.ID] = e.Outcome
+		}
+	}
 	var problems []string
-	lost, orphans := 0, 0
+	lost := 0
+	excused := map[string]bool{}
+	problem := func(format string, a ...any) {
+		if len(problems) < maxClaimProblems {
+			problems = append(problems, fmt.Sprintf(format, a...))
+		}
+	}
 	for _, l := range leases {
 		held, ok := claimed[l.token]
 		switch {
-		case !ok:
-			orphans++
-		case held != l.id:
+		case ok && held == l.id:
+		case ok:
 			lost++
-			problems = append(problems, fmt.Sprintf("task %s is leased under claim token %s, whose caller was handed task %s: a claim replayed after its COMMIT landed took a second task nobody works", l.id, l.token, held))
+			problem("task %s is leased under claim token %s, whose caller was handed task %s: a claim replayed after its COMMIT landed took a second task nobody works", l.id, l.token, held)
+		case told[l.token] == taskstore.ToldAmbiguous && !excused[l.token]:
+			excused[l.token] = true // its own claim's outcome is unknown: it may have landed
+		default:
+			lost++
+			o, seen := told[l.token]
+			why := "no claim was told of this token"
+			if seen {
+				why = "the claim that drew it was told " + o.String() + ", not an unknown outcome"
+			}
+			problem("task %s is leased under claim token %s nobody holds: %s; the lease is lost", l.id, l.token, why)
 		}
-	}
-	if extra := orphans - unsettled; extra > 0 {
-		problems = append(problems, fmt.Sprintf("%d tasks are leased under tokens no claim was told (%d claims ended with an unknown outcome, which may explain as many): %d leases lost", orphans, unsettled, extra))
-		lost += extra
 	}
 	return lost, problems
 }
