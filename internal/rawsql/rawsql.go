@@ -142,11 +142,25 @@ type Fencer struct {
 	Gone   func(id string) string // counts the sessions with id: 0 once gone
 	Absent func(err error) bool   // Stmt's error says the session was already gone
 	Poll   time.Duration          // between two counts; 10 ms if 0
+	// Check, if set, proves that id, which the server gave on conn, names
+	// the session conn's statements run on, and returns an error if it
+	// cannot (PostgreSQL behind a connection pooler: the next statement
+	// may run on another server session). SessionID then fails, and no
+	// attempt on conn is fenced.
+	Check func(conn driver.Conn, id string) error
 }
 
-// SessionID returns the session's id, from f.ID.
+// SessionID returns the session's id, from f.ID, once f.Check (if set)
+// has accepted it.
 func (f Fencer) SessionID(ctx context.Context, conn driver.Conn) (string, error) {
-	return SessionID(ctx, conn, f.ID)
+	id, err := SessionID(ctx, conn, f.ID)
+	if err != nil || f.Check == nil {
+		return id, err
+	}
+	if err := f.Check(conn, id); err != nil {
+		return "", err
+	}
+	return id, nil
 }
 
 // Fence ends session id (a positive decimal integer) over conn and waits
