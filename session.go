@@ -66,26 +66,25 @@ func (c *connector) newSession(ctx context.Context, ic driver.Conn) sqltext.Sess
 }
 
 // taints reports whether a statement run inside a transaction may commit
-// part of it on its own: a text of transaction control (a COMMIT in SQL
-// text), a procedure or block that may commit inside (MySQL's CALL, SQL
-// Server's EXEC; a PostgreSQL procedure cannot commit inside a transaction
-// block), or, on MySQL and MariaDB, a statement that commits implicitly
-// (DDL, LOCK TABLES). A failure later in the transaction does not prove it
-// was rolled back whole.
+// part of it on its own: a text of transaction control that may end the
+// transaction on this engine (a COMMIT in SQL text), a procedure or block
+// that may commit inside (MySQL's CALL, SQL Server's EXEC; a PostgreSQL
+// procedure cannot commit inside a transaction block), or, on MySQL and
+// MariaDB, a statement that commits implicitly (commitsImplicitly: DDL,
+// CHECK TABLE, LOCK TABLES, SET PASSWORD …). A failure later in the
+// transaction does not prove it was rolled back whole.
+//
+// A word of transaction control inside a statement (a column named begin,
+// the BEGIN … END body of a CREATE PROCEDURE) does not stop the verb from
+// being read: the CREATE commits on MySQL whatever its body says.
 func taints(e sqltext.Engine, text string, in sqltext.Info) bool {
-	switch {
-	case in.Opaque:
+	if in.Opaque {
 		return e != sqltext.Postgres
-	case in.TxControl:
-		// Only if it may act on the transaction on this engine: ON COMMIT
-		// DROP or a column named begin does nothing on PostgreSQL.
-		return sqltext.EndsTx(e, text)
-	case e == sqltext.MySQL || e == sqltext.AnyEngine:
-		switch in.Verb {
-		case "create", "alter", "drop", "truncate", "rename", "lock", "unlock", "grant", "revoke",
-			"analyze", "optimize", "repair", "load", "install", "uninstall", "flush", "reset", "cache":
-			return true
-		}
 	}
-	return false
+	// Only if it may act on the transaction on this engine: ON COMMIT
+	// DROP or a column named begin does nothing on PostgreSQL.
+	if in.TxControl && sqltext.EndsTx(e, text) {
+		return true
+	}
+	return (e == sqltext.MySQL || e == sqltext.AnyEngine) && commitsImplicitly(text, in)
 }
