@@ -127,3 +127,69 @@ func unk(code, src, reason string) Entry {
 func perm(code, src, reason string) Entry {
 	return Entry{Code: code, Source: src, Class: sr.Class{Phase: sr.NotApplied, Code: code, Reason: reason + ": permanent"}}
 }
+
+// srcPgBouncer is where pgbouncer's own errors come from: each is sent by
+// disconnect_client(client, true, reason) through send_pooler_error
+// (src/proto.c), as an ErrorResponse of severity FATAL and SQLSTATE 08P01,
+// just before pgbouncer closes the client's connection. Each row cites the
+// line that sends its reason, at pgbouncer_1_18_0 unless it names another
+// version (pgbouncer/pgbouncer on GitHub; the version Debian 12 ships).
+const srcPgBouncer = "pgbouncer 1.18.0 (github.com/pgbouncer/pgbouncer, tag pgbouncer_1_18_0) src/proto.c send_pooler_error: FATAL, SQLSTATE 08P01, then the client's connection is closed"
+
+// A bouncerRow is the verdict on one of pgbouncer's own errors, known by its
+// exact message (or, with prefix, its beginning) under FATAL 08P01: a
+// server never sends these texts, and a user's RAISE cannot send FATAL.
+type bouncerRow struct {
+	text    string
+	prefix  bool
+	class   sr.Class // the verdict, its Code "08P01"
+	startup sr.Class // the verdict inside a *pgconn.ConnectError (atStartup)
+	source  string
+}
+
+// The phases of pgbouncer's errors, read from where it sends them: did the
+// client's query, if it sent one, reach a server?
+//   - NotSent: pgbouncer refused the client at login, or the client had no
+//     server linked (waiting for one, idle between transactions), so
+//     nothing it sent was forwarded: a retry is safe for any statement.
+//   - Unknown: the client was linked to a server (SV_ACTIVE) that pgbouncer
+//     closed or lost, so a query or COMMIT may have reached it and run.
+//
+// Every one is transient: the pooler or the server behind it comes back,
+// a limit frees up. pgbouncer's other errors (authentication, unknown
+// database, bad startup parameter, protocol errors) keep 08P01's verdict.
+var bouncerRows = []bouncerRow{
+	// Login refused: the connection was never open for statements.
+	bouncerNS("no more connections allowed (max_client_conn)", false, "src/client.c:576 (set_pool at login: max_client_conn reached)"),
+	bouncerNS("client connections exceeded (max_db_client_connections)", false, "pgbouncer 1.24.0 src/client.c:450 (at login)"),
+	bouncerNS("client connections exceeded (max_user_client_connections)", false, "pgbouncer 1.24.0 src/client.c:486 (at login)"),
+	bouncerNS("client_login_timeout", false, "src/janitor.c:590 (a client not logged in after client_login_timeout)"),
+	bouncerNS("client_login_timeout (server down)", false, "src/janitor.c:428 (a client waiting for the server's welcome at login)"),
+	bouncerNS("pooler is shutting down", false, "pgbouncer 1.25.0 src/objects.c:2040 (a login during shutdown)"),
+	// No server was linked to the client: what it sent went nowhere.
+	// check_fast_fail (src/objects.c:607), called by find_server only for a
+	// client without a server (src/objects.c:673): the text changed twice.
+	bouncerNS("server login has been failing", true, "src/objects.c:626 \"server login has been failing, try again later (server_login_retry)\"; pgbouncer 1.24.0 src/objects.c:877 \"server login has been failing, cached error: … (server_login_retry)\""),
+	bouncerNS("pgbouncer cannot connect to server", false, "pgbouncer 1.16.0 src/objects.c:601 (check_fast_fail's text before 1.17)"),
+	bouncerNS("query_wait_timeout", false, "src/janitor.c:404 (a client in waiting_client_list, waiting for a server)"),
+	bouncerNS("query_timeout", false, "src/janitor.c:402 (a client in waiting_client_list; a running query's is \"query timeout\")"),
+	bouncerNS("client_idle_timeout", false, "src/janitor.c:385 (an idle client without a server: client->link is skipped)"),
+	bouncerNS("server shutting down", false, "pgbouncer 1.23.0 src/janitor.c:408 (a waiting client during shutdown) and src/objects.c:790 pause_client (a client finding no server)"),
+	// The client was linked to a server that pgbouncer lost or closed: the
+	// query or COMMIT it had sent may have run.
+	bouncerUnk("server conn crashed?", "src/server.c:549 (the linked server's socket failed) via disconnect_server, src/objects.c:897"),
+	bouncerUnk("database removed", "src/janitor.c:684 kill_pool (admin KILL, or the database left the config): active clients are closed mid-query"),
+	bouncerUnk("query timeout", "src/janitor.c:549 (the linked server's query ran past query_timeout: the server connection is closed)"),
+	bouncerUnk("idle transaction timeout", "src/janitor.c:554 (the linked server idle in a transaction past idle_transaction_timeout: closed, the transaction rolled back unless its COMMIT was just forwarded)"),
+	bouncerUnk("database configuration changed", "src/janitor.c:523 (server_fast_close after RECONNECT or RELOAD: the linked server is closed)"),
+}
+
+func bouncerNS(text string, prefix bool, where string) bouncerRow {
+	c := sr.Class{Retryable: true, Phase: sr.NotSent, Code: "08P01", Reason: "pgbouncer: " + text + ": the pooler refused or dropped the client before its query reached a server; nothing ran"}
+	return bouncerRow{text: text, prefix: prefix, class: c, startup: atStartup(c), source: srcPgBouncer + "; " + where}
+}
+
+func bouncerUnk(text, where string) bouncerRow {
+	c := sr.Class{Retryable: true, Phase: sr.Unknown, Code: "08P01", Reason: "pgbouncer: " + text + ": the pooler closed the client's server connection, and the query or COMMIT it was running may have run"}
+	return bouncerRow{text: text, class: c, startup: atStartup(c), source: srcPgBouncer + "; " + where}
+}

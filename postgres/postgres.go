@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -331,7 +332,16 @@ func pgTypeBits(err error) uint32 {
 
 // serverVerdict is the verdict on the server error the walk found.
 func (w *walk) serverVerdict(t *table, c *sr.Class) {
-	if t.lookup(w.code, w.conn, c); w.conn {
+	t.lookup(w.code, w.conn, c)
+	if w.code == "08P01" {
+		if r := bouncerRowOf(w.s); r != nil {
+			if *c = r.class; w.conn {
+				*c = r.startup
+			}
+			return
+		}
+	}
+	if w.conn {
 		return // the server refused the connection's startup (atStartup)
 	}
 	if connectionException(w.code) && c.Retryable && w.foundR && w.r.SafeToRetry() {
@@ -551,3 +561,63 @@ func Table() []Entry { return append([]Entry(nil), pgTable.rows...) }
 // CockroachTable returns CockroachDB's table (PostgreSQL's with the
 // CockroachDB rows in place) sorted by code.
 func CockroachTable() []Entry { return append([]Entry(nil), crdbTable.rows...) }
+
+// bouncerRowOf returns the row of bouncerRows that e, a server error of
+// SQLSTATE 08P01, is one of: severity FATAL and the row's message. nil if
+// it is none (a server's own protocol_violation, or a driver whose error
+// has no Severity and Message fields).
+func bouncerRowOf(e error) *bouncerRow {
+	sev, msg, ok := severityMessage(e)
+	if !ok || sev != "FATAL" {
+		return nil
+	}
+	for i := range bouncerRows {
+		r := &bouncerRows[i]
+		if msg == r.text || r.prefix && strings.HasPrefix(msg, r.text) {
+			return r
+		}
+	}
+	return nil
+}
+
+// severityMessage reads the Severity and Message fields (strings) of e, a
+// pointer to a struct: pgx's *pgconn.PgError and lib/pq's *pq.Error both
+// have them. The fields' indexes are found once per type (messageFields),
+// so that the reading allocates nothing.
+func severityMessage(e error) (severity, message string, ok bool) {
+	v := reflect.ValueOf(e)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return "", "", false
+	}
+	s := v.Elem()
+	f, found := messageFields.Load(s.Type())
+	if !found {
+		f, _ = messageFields.LoadOrStore(s.Type(), fieldsOf(s.Type()))
+	}
+	idx := f.([2]int)
+	if idx[0] < 0 || idx[1] < 0 {
+		return "", "", false
+	}
+	return s.Field(idx[0]).String(), s.Field(idx[1]).String(), true
+}
+
+// messageFields maps a struct type to the indexes of its Severity and
+// Message string fields ([2]int, -1 for one it lacks).
+var messageFields sync.Map
+
+func fieldsOf(t reflect.Type) [2]int {
+	idx := [2]int{-1, -1}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if f.Type.Kind() != reflect.String || !f.IsExported() {
+			continue
+		}
+		switch f.Name {
+		case "Severity":
+			idx[0] = i
+		case "Message":
+			idx[1] = i
+		}
+	}
+	return idx
+}
