@@ -14,6 +14,7 @@ const (
 	srcCRDB      = "cockroach-go crdb v2.4.2 errIsRetryable; CockroachDB Transaction Retry Error Reference (https://www.cockroachlabs.com/docs/stable/transaction-retry-error-reference)"
 	srcCRDBAmbig = "CockroachDB Common Errors, \"result is ambiguous\" (https://www.cockroachlabs.com/docs/stable/common-errors#result-is-ambiguous)"
 	srcChoice    = "sqlretry policy choice, documented in the postgres package (https://pkg.go.dev/github.com/sqlretry/sqlretry/postgres)"
+	srcIdleTx    = "PostgreSQL manual, 20.11 Client Connection Defaults, idle_in_transaction_session_timeout (https://www.postgresql.org/docs/current/runtime-config-client.html): terminate any session idle (waiting for a client query) within an open transaction longer than the limit"
 	// srcConnect backs the rule in classify that any server code inside a
 	// *pgconn.ConnectError is not sent.
 	srcConnect = "pgx v5.13.0 pgconn.ConnectConfig: every failure before the connection is established, a server ErrorResponse to the startup message included, is returned inside *pgconn.ConnectError; connect-time refusals (08001, 08004, 53300, 57P03) ran nothing"
@@ -55,8 +56,28 @@ var entries = []Entry{
 	na("57P01", srcNpgsql, "admin_shutdown: the session was terminated and its transaction rolled back (in reply to COMMIT: unknown, settled by RunTx)"),
 	na("57P02", srcNpgsql, "crash_shutdown: the session was terminated and its transaction rolled back (in reply to COMMIT: unknown, settled by RunTx)"),
 	na("57P05", srcNpgsql, "idle_session_timeout: the session was terminated and its transaction rolled back (in reply to COMMIT: unknown, settled by RunTx)"),
-	// A documented choice: see doc.go, "query_canceled".
-	{Code: "57014", Source: srcChoice, Class: sr.Class{Phase: sr.NotApplied, Code: "57014", Reason: "query_canceled: statement_timeout or a cancel request stopped the statement; not retried (a deliberate limit, as Npgsql decides)"}},
+	// 57014 query_canceled: statement_timeout fired, or a cancel request
+	// came (pg_cancel_backend, a client's cancel). Not applied: the server
+	// aborts the statement, and in a transaction block the transaction. A
+	// COMMIT can be cancelled only by a cancel request (statement_timeout is
+	// disabled before COMMIT runs its deferred triggers: finish_xact_command
+	// in src/backend/tcop/postgres.c), and only before its commit record; a
+	// cancel while COMMIT waits for a synchronous standby is a WARNING on a
+	// COMMIT that succeeded ("canceling wait for synchronous replication"),
+	// never this ERROR (TestQueryCanceled cancels a COMMIT: no row).
+	// Not retried, with the peers: Npgsql's PostgresException.IsTransient
+	// leaves it out, EF Core's NpgsqlTransientExceptionDetector retries a
+	// client TimeoutException but not the server's 57014 (npgsql/efcore.pg
+	// src/EFCore.PG/Storage/Internal/NpgsqlTransientExceptionDetector.cs),
+	// cockroach-go retries 40001 and CR000 alone, and pgx and the JDBC
+	// driver retry nothing (pgconn.SafeToRetry is false for a server
+	// error). The statement ran into a limit someone set, or was stopped on
+	// purpose: replaying it multiplies a slow statement's load on a slow
+	// server by the retries, or undoes an operator's cancel. The Policy's
+	// own CommandTimeout is told apart before the classifier is asked (a
+	// retryable command-timeout), and a lock wait meant to be retried
+	// belongs to lock_timeout (55P03, retried). See doc.go, "query_canceled".
+	{Code: "57014", Source: srcChoice + "; " + srcNpgsql + "; " + srcCRDB, Class: sr.Class{Phase: sr.NotApplied, Code: "57014", Reason: "query_canceled: statement_timeout or a cancel request stopped the statement, and the server rolled it back; not retried (a limit someone set, as Npgsql, EF Core and cockroach-go decide)"}},
 	perm("57P04", srcPermanent, "database_dropped"),
 
 	// Class 58 System Error: Npgsql IsTransient.
@@ -73,12 +94,19 @@ var entries = []Entry{
 	// errcodes.txt; not in Npgsql's list: a protocol violation is a client bug.
 	{Code: "08P01", Source: srcErrcodes, Class: sr.Class{Phase: sr.Unknown, Code: "08P01", Reason: "protocol_violation: a client or driver bug; not retried"}},
 
-	// Class 25, selected (errcodes.txt). 25P03/25P04 end the session; they are
-	// a policy option we leave off: the transaction ran
-	// into a limit the operator set.
+	// Class 25, selected (errcodes.txt).
 	perm("25006", srcPermanent, "read_only_sql_transaction"),
 	perm("25P02", srcPermanent, "in_failed_sql_transaction: an earlier error aborted the transaction"),
-	{Code: "25P03", Source: srcChoice, Class: sr.Class{Phase: sr.NotApplied, Code: "25P03", Reason: "idle_in_transaction_session_timeout: the session was ended and its transaction rolled back; not retried (an operator limit)"}},
+	// 25P03: the backend raises it only while it waits, idle inside an open
+	// transaction block, for the client's next command, and then exits: the
+	// transaction is rolled back, and whatever the client sends next (a
+	// statement, COMMIT) is never read. Not applied, and run again whole:
+	// the limit caught the client's pause (a GC, a slow request handler),
+	// not the work, and a naive loop recovered about 87 % of such calls
+	// (issue 27). It cannot answer an autocommit statement: the session was
+	// in a transaction. (In reply to COMMIT on a session that ended, RunTx
+	// still settles it, as it does 57P01.)
+	na("25P03", srcIdleTx, "idle_in_transaction_session_timeout: the session idled in a transaction past the limit and was ended; its transaction was rolled back and nothing sent after was read: run the whole transaction again"),
 	{Code: "25P04", Source: srcChoice, Class: sr.Class{Phase: sr.NotApplied, Code: "25P04", Reason: "transaction_timeout: the transaction was rolled back; not retried (an operator limit)"}},
 
 	// Permanent: whole classes (PostgreSQL manual, Appendix A).

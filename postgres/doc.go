@@ -58,11 +58,33 @@
 //
 // 57014 is not retryable (phase not applied). It comes from statement_timeout
 // or a cancel request: a limit someone set on purpose, which the same
-// statement is likely to hit again; Npgsql makes the same choice. When the
-// Policy's own CommandTimeout fires, lib/pq answers with 57014 too, but the
-// Policy recognises its timeout before it asks the classifier and retries it
-// as unknown, so this choice does not weaken CommandTimeout.
+// statement is likely to hit again, or an operator's deliberate stop; the
+// server rolls the statement back (and in a transaction block, the
+// transaction; a COMMIT is cancelled only before its commit record). Npgsql,
+// EF Core and cockroach-go make the same choice (the table cites them). When
+// the Policy's own CommandTimeout fires, lib/pq answers with 57014 too, but
+// the Policy recognises its timeout before it asks the classifier and
+// retries it as unknown, so this choice does not weaken CommandTimeout. A
+// lock wait meant to be retried belongs to lock_timeout (55P03, retried).
 //
+// # idle_in_transaction_session_timeout (25P03)
+//
+// 25P03 is retryable, not applied: the server ends a session that idled in
+// an open transaction past the limit and rolls the transaction back, and
+// reads nothing the client sends after; RunTx runs the transaction again.
+// 25P04 (transaction_timeout, PostgreSQL 17) stays not retried.
+//
+// # pgbouncer
+//
+// pgbouncer answers for itself with FATAL 08P01 and a fixed message
+// ("server conn crashed?", "server login has been failing…", "no more
+// connections allowed (max_client_conn)", "query_wait_timeout", "database
+// removed"…). Those messages, with that severity and code, are transient:
+// not sent where pgbouncer never gave the client's query to a server,
+// unknown where it lost or closed the server the client was using (the
+// table of messages, bouncerRows, cites pgbouncer's source for each). Any
+// other 08P01 stays a protocol violation, not retried.
+
 // # lib/pq and driver.ErrBadConn
 //
 // database/sql's contract says a driver returns driver.ErrBadConn only when
