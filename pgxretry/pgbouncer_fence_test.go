@@ -126,16 +126,7 @@ func lockStallCut(t *testing.T, f *fixture, px *proxy.Proxy, w *pgxretry.Pool, r
 	for first = waitingInserts(t, ctx, f); len(first) == 0; first = waitingInserts(t, ctx, f) {
 		time.Sleep(2 * time.Millisecond)
 	}
-	resets := px.Counts().Reset
-	if err := px.SetFault(proxy.Fault{Mode: proxy.Reset}); err != nil {
-		t.Fatal(err)
-	}
-	for px.Counts().Reset == resets {
-		time.Sleep(time.Millisecond)
-	}
-	if err := px.SetFault(proxy.Fault{Mode: proxy.Pass}); err != nil {
-		t.Fatal(err)
-	}
+	cutAll(t, px)
 	// The lock goes once the call has ended, or once an INSERT other than
 	// the first waits (a replay).
 	var callErr error
@@ -246,16 +237,7 @@ func commitStallCut(t *testing.T, f *fixture, px *proxy.Proxy, w *pgxretry.Pool,
 	for first = waitingCommits(t, ctx, f); len(first) == 0; first = waitingCommits(t, ctx, f) {
 		time.Sleep(2 * time.Millisecond)
 	}
-	resets := px.Counts().Reset
-	if err := px.SetFault(proxy.Fault{Mode: proxy.Reset}); err != nil {
-		t.Fatal(err)
-	}
-	for px.Counts().Reset == resets {
-		time.Sleep(time.Millisecond)
-	}
-	if err := px.SetFault(proxy.Fault{Mode: proxy.Pass}); err != nil {
-		t.Fatal(err)
-	}
+	cutAll(t, px)
 	var callErr error
 	ended := false
 wait:
@@ -289,4 +271,13 @@ wait:
 		t.Errorf("round %d: %v; want nil (the fence ends the transaction's own server session)", v, callErr)
 	}
 	t.Logf("round %d: %d rows, %v", v, rows, callErr)
+}
+
+// cutAll resets every connection open through px at once, as a network
+// that drops them; connections opened afterwards pass.
+func cutAll(t *testing.T, px *proxy.Proxy) {
+	t.Helper()
+	for _, c := range px.Conns() {
+		_ = px.SetConnFault(c.ID, proxy.Fault{Mode: proxy.Reset}) // an error: it closed meanwhile
+	}
 }
