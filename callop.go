@@ -120,8 +120,8 @@ func (c *connector) attachedOp(a *attached, op Op) Op {
 	if u.Name != "" {
 		op.Name = u.Name
 	}
-	if u.idempotent {
-		op.idempotent = true
+	if u.idempotent && !op.idempotent {
+		op.idempotent, op.writes = true, true // consent to replay a write
 	}
 	if u.fence != nil && op.fence == nil {
 		op.fence = u.fence // VerifyWaits, with no Fencer of the Policy's

@@ -318,3 +318,64 @@ func TestCancelDuringWriteSettledMariaDB(t *testing.T) {
 		})
 	}
 }
+
+// TestCancelDuringCommitIdempotentIsAmbiguous: an Idempotent RunTx consents
+// to a replay of its transaction, which the caller's ended context forbids:
+// its cut-off COMMIT, which landed, is ErrAmbiguous and the context's error,
+// not the context's error alone (before: "context canceled", the row there).
+func TestCancelDuringCommitIdempotentIsAmbiguous(t *testing.T) {
+	for _, viaConnector := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain handle", true: "Connector"}[viaConnector], func(t *testing.T) {
+			raw, px, dsn := pgViaProxy(t)
+			mustExec(t, raw, "CREATE TABLE pay (id int PRIMARY KEY)")
+			p := newPolicy(t, sr.Config{Classifier: postgres.Classifier, CommitVerifier: postgres.CommitVerifier{}})
+			db := openPgx(t, dsn, p, viaConnector)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			wait := cancelWhen(t, cancel, func() bool { return px.Counts().HoldAfterCommit > 0 })
+			err := sr.RunTx(ctx, db, p, sr.Idempotent("pay"), nil, func(ctx context.Context, tx *sql.Tx) error {
+				if _, err := tx.ExecContext(ctx, "INSERT INTO pay VALUES (1) ON CONFLICT DO NOTHING"); err != nil {
+					return err
+				}
+				return px.SetFault(proxy.Fault{Mode: proxy.HoldAfterCommit})
+			})
+			wait()
+			_ = px.SetFault(proxy.Fault{Mode: proxy.Pass})
+			if n := count(t, raw, "SELECT count(*) FROM pay"); n != 1 {
+				t.Fatalf("%d rows; the test needs the held COMMIT to have landed", n)
+			}
+			if !errors.Is(err, sr.ErrAmbiguous) || !errors.Is(err, context.Canceled) {
+				t.Errorf("RunTx = %v; want ErrAmbiguous and context.Canceled", err)
+			}
+		})
+	}
+}
+
+// TestCancelDuringPinnedTextIsAmbiguousLibPQ: a text that commits part of
+// itself and runs on (BEGIN; INSERT; COMMIT; SELECT pg_sleep) is cut off by
+// the caller during its tail; lib/pq sends a cancel request and the server
+// answers 57014 for the last part. That part's verdict says nothing of the
+// committed INSERT before it: ErrAmbiguous (before: the context's error).
+func TestCancelDuringPinnedTextIsAmbiguousLibPQ(t *testing.T) {
+	raw, _, dsn := pgViaProxy(t)
+	mustExec(t, raw, "CREATE TABLE pay (id int PRIMARY KEY)")
+	p := newPolicy(t, sr.Config{Classifier: postgres.Classifier})
+	db, err := sr.Open("postgres", dsn, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wait := cancelWhen(t, cancel, func() bool {
+		return count(t, raw, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND query LIKE 'BEGIN; INSERT INTO pay%'") > 0
+	})
+	_, err = db.ExecContext(ctx, "BEGIN; INSERT INTO pay VALUES (1); COMMIT; SELECT pg_sleep(30)")
+	wait()
+	if n := count(t, raw, "SELECT count(*) FROM pay"); n != 1 {
+		t.Fatalf("%d rows; the test needs the INSERT committed before the cancel", n)
+	}
+	if !errors.Is(err, sr.ErrAmbiguous) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Exec = %v with the INSERT committed: want ErrAmbiguous and context.Canceled", err)
+	}
+}

@@ -838,19 +838,19 @@ func (c *conn) pinnedDone(ctx context.Context, query string, in sqltext.Info, au
 	if name == "" {
 		name = "statement"
 	}
-	if cerr := ctx.Err(); cerr != nil {
-		// Cut off by the caller: it may have committed, unless it
-		// provably sent nothing. There is no verify to settle it with.
-		if sentNothing(err) || class.Phase != Unknown {
-			return p.stopped(ctx, Op{Name: name, Statement: query}, 1, class, err, cerr)
-		}
-		p.failures.Add(1)
-		return p.giveUp(ctx, Op{Name: name, Statement: query}, 1, class, err, withCallerEnd(ctx, ErrAmbiguous), true)
-	}
 	if !in.OneStatement() {
 		class = rephaseParts(err, class)
 	} else if class.Phase == NotApplied && c.broken {
 		class = p.Classify(lostAfter(err)) // the session ended in reply: it may have committed first
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		// Cut off by the caller: it may have committed, unless it
+		// provably sent nothing. There is no verify to settle it with.
+		if (in.OneStatement() && sentNothing(err)) || class.Phase != Unknown {
+			return p.stopped(ctx, Op{Name: name, Statement: query}, 1, class, err, cerr)
+		}
+		p.failures.Add(1)
+		return p.giveUp(ctx, Op{Name: name, Statement: query}, 1, class, err, withCallerEnd(ctx, ErrAmbiguous), true)
 	}
 	if class.Phase != Unknown || class.Code == "context" {
 		return err

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sqlretry/sqlretry/internal/sqltext"
+	"github.com/sqlretry/sqlretry/internal/txmark"
 )
 
 // Connector returns a driver.Connector that opens inner's connections under
@@ -198,7 +199,7 @@ func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
 }
 
 // inRunTx reports whether ctx is a RunTx attempt's.
-func inRunTx(ctx context.Context) bool { return ctx.Value(txKey{}) != nil }
+func inRunTx(ctx context.Context) bool { return txmark.In(ctx) }
 
 // connectOnce opens one inner connection and runs SessionInit on it.
 func (c *connector) connectOnce(ctx context.Context) (driver.Conn, error) {

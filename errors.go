@@ -23,6 +23,13 @@ var (
 	// attempt whose outcome was unknown — but the value the operation would
 	// have returned was never read ([DoValue]).
 	ErrValueUnknown = errors.New("sqlretry: applied, but the result was not read: a verify found the write after an ambiguous failure")
+	// ErrTxReadOnly: a CommitVerifier's Mark could not mark the transaction
+	// because it is read-only, though sql.TxOptions did not say so (SET
+	// TRANSACTION READ ONLY, a session whose transactions are read-only
+	// by default). A marker verifier's Mark returns an error matching it;
+	// RunTx then runs the transaction again, marked as a read-only one
+	// (see [ReadOnlyMarker]). Nothing was committed.
+	ErrTxReadOnly = errors.New("sqlretry: the transaction is read-only, so the commit verifier could not mark it")
 	// ErrDeadline: the next wait would have outlived the caller's deadline,
 	// so it was not started. Errors matching it also match
 	// context.DeadlineExceeded.

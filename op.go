@@ -36,11 +36,24 @@ type Op struct {
 	// unsettled, if set, is the cause of the ErrAmbiguous a failure of
 	// unknown outcome ends in when there is no verify: it says why.
 	unsettled error
+	// writes, for an idempotent Op, says that what it runs may write (a
+	// RunTx transaction that is not read-only, a Connector's write given
+	// an Idempotent Op with WithOp). Cut off by the caller's context,
+	// which forbids the replay its consent allows, a failure of unknown
+	// outcome is ErrAmbiguous then, not the context's error alone.
+	writes bool
 }
 
 // Idempotent returns an Op that may be replayed after any retryable failure,
 // including one whose outcome is unknown: a read, or a write whose repetition
 // is harmless (an upsert to a fixed value, a delete by key).
+//
+// A caller's context that ends an attempt forbids the replay. Policy.Do
+// cannot tell a read from a write, so an Idempotent Do cut off that way
+// ends in the context's error; give a write that must report whether it
+// landed a [Write] Op with a verify. RunTx (a transaction not declared
+// read-only) and the Connector (a statement that is not a read) know
+// better: there the failure of unknown outcome ends in ErrAmbiguous as well.
 func Idempotent(name string) Op { return Op{Name: name, idempotent: true} }
 
 // Write returns an Op for a write that must not be applied twice. It is

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sqlretry/sqlretry/internal/txmark"
 	"github.com/sqlretry/sqlretry/internal/wait"
 )
 
@@ -275,6 +276,12 @@ func (p *Policy) Classify(err error) Class {
 // fn receives a context bounded by CommandTimeout, if set. It must return the
 // database's error unchanged or wrapped, so the classifier can read it.
 //
+// Called inside a transaction function (with the context [RunTx] or
+// pgxretry's RunTx gave fn), Do runs fn once and returns its error as it
+// is: a statement of a transaction is never replayed on its own — a MySQL
+// deadlock victim's transaction is gone, and the replay would run in
+// autocommit mode — and RunTx retries the whole transaction.
+//
 // A nil error means fn succeeded once, or a verify found its ambiguous attempt
 // applied. Otherwise the error is fn's own when the first attempt failed
 // permanently, and an [*Error] in every other case: it matches
@@ -290,6 +297,10 @@ func (p *Policy) Do(ctx context.Context, op Op, fn func(ctx context.Context) err
 		p.attempts.Add(1)
 	}
 	if p.commandTimeout > 0 || (p.breaker != nil && BreakerState(p.breaker.state.Load()) != BreakerClosed) {
+		if txmark.In(ctx) {
+			err, _ := p.attempt(ctx, fn)
+			return err
+		}
 		return p.run(ctx, op, fn, nil, p.schedule)
 	}
 	err := fn(ctx)
@@ -300,6 +311,9 @@ func (p *Policy) Do(ctx context.Context, op Op, fn func(ctx context.Context) err
 			p.succeeded(false)
 		}
 		return nil
+	}
+	if txmark.In(ctx) {
+		return err // a statement of a transaction: RunTx retries it whole
 	}
 	return p.run(ctx, op, fn, err, p.schedule)
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"testing"
 
+	gomysql "github.com/go-sql-driver/mysql"
+
 	sr "github.com/sqlretry/sqlretry"
 	"github.com/sqlretry/sqlretry/faults/proxy"
 	"github.com/sqlretry/sqlretry/mysql"
@@ -82,4 +84,50 @@ func TestReadOnlyTxLostCommit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A transaction that is read-only without sql.TxOptions saying so — SET
+// TRANSACTION READ ONLY in fn, a session whose default is read-only — made
+// the marker's INSERT fail: RunTx returned 25006 (PostgreSQL) or 1792
+// (MariaDB) although fn succeeded. The marker says so (ErrTxReadOnly) and
+// RunTx runs it again, marked as a read-only one.
+func TestUndeclaredReadOnlyTxWithMarkerVerifier(t *testing.T) {
+	read := func(setTx string) func(ctx context.Context, tx *sql.Tx) error {
+		return func(ctx context.Context, tx *sql.Tx) error {
+			if setTx != "" {
+				if _, err := tx.ExecContext(ctx, setTx); err != nil {
+					return err
+				}
+			}
+			var n int
+			return tx.QueryRowContext(ctx, "SELECT count(*) FROM pay").Scan(&n)
+		}
+	}
+	for _, how := range []string{"SET TRANSACTION", "default_transaction_read_only"} {
+		t.Run("PostgreSQL/"+how, func(t *testing.T) {
+			raw, _, dsn := pgViaProxy(t)
+			mustExec(t, raw, "CREATE TABLE pay (id int PRIMARY KEY)")
+			mustExec(t, raw, postgres.MarkerTableDDL)
+			setTx := "SET TRANSACTION READ ONLY"
+			if how == "default_transaction_read_only" {
+				dsn += "&options=-c%20default_transaction_read_only%3Don"
+				setTx = ""
+			}
+			p := newPolicy(t, sr.Config{Classifier: postgres.Classifier, CommitVerifier: sr.Verifiers(postgres.CommitVerifier{}, &postgres.MarkerVerifier{})})
+			db := openPgx(t, dsn, p, true)
+			if err := sr.RunTx(context.Background(), db, p, sr.Write("read", nil), nil, read(setTx)); err != nil {
+				t.Errorf("RunTx = %v although fn succeeded", err)
+			}
+		})
+	}
+	t.Run("MariaDB/tx_read_only", func(t *testing.T) {
+		db, raw, p := openMySQL(t, sr.Config{CommitVerifier: &mysql.MarkerVerifier{}}, func(cfg *gomysql.Config) {
+			cfg.Params["tx_read_only"] = "1" // every transaction of the session is read-only
+		})
+		mustExec(t, raw, "CREATE TABLE pay (id int PRIMARY KEY)")
+		mustExec(t, raw, mysql.MarkerTableDDL)
+		if err := sr.RunTx(context.Background(), db, p, sr.Write("read", nil), nil, read("")); err != nil {
+			t.Errorf("RunTx = %v although fn succeeded", err)
+		}
+	})
 }

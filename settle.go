@@ -78,12 +78,19 @@ func (p *Policy) cutOff(ctx context.Context, op Op, attempts int, err error, tim
 	if inner, ok := errors.AsType[*Error](err); ok && inner.Cause != nil {
 		// An inner loop (a Connector handle's call inside Do) settled
 		// what it could; an outer verify may settle its ambiguity.
-		if errors.Is(inner.Cause, ErrAmbiguous) {
-			return p.nested(ctx, op, attempts, c, err, inner)
-		}
-		return p.stopped(ctx, op, attempts, c, err, cerr)
+		return p.nested(ctx, op, attempts, c, err, inner) // as it is, but for an ambiguity a verify settles
 	}
-	if !op.mustSettle(c) || sentNothing(err) {
+	// SafeToRetry speaks of the last statement sent; a verdict of the
+	// layer above (a text of several parts, a transaction partly
+	// committed) outranks it.
+	_, judged := verdictOf(err)
+	unsent := !judged && sentNothing(err)
+	if op.idempotent && op.writes && c.Phase == Unknown && !unsent {
+		// Consent to replay it, and no replay allowed: unknown.
+		p.failures.Add(1)
+		return p.giveUp(ctx, op, attempts, c, err, withCallerEnd(ctx, ErrAmbiguous), true)
+	}
+	if !op.mustSettle(c) || unsent {
 		return p.stopped(ctx, op, attempts, c, err, cerr)
 	}
 	p.failures.Add(1)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -219,5 +220,42 @@ func TestConnectorCutOffWriteIsSettled(t *testing.T) {
 				t.Errorf("got %v; want ErrAmbiguous and context.Canceled: the write landed", err)
 			}
 		})
+	}
+}
+
+// No goroutine or timer outlives a settlement: cut off, bounded by
+// SettleTimeout, or with the caller's context ending while it runs.
+func TestSettlementLeavesNoGoroutine(t *testing.T) {
+	p, _ := newTestPolicy(t, Config{SettleTimeout: 20 * time.Millisecond, MaxRetries: NoRetries})
+	base := runtime.NumGoroutine()
+	for range 100 {
+		ctx, cancel := context.WithCancel(context.Background())
+		op := Write("pay", func(vctx context.Context) (bool, error) { <-vctx.Done(); return false, vctx.Err() })
+		_ = p.Do(ctx, op, cutOffAttempt(cancel))
+		ctx2, cancel2 := context.WithTimeout(context.Background(), time.Hour)
+		_ = p.Do(ctx2, Write("pay", func(context.Context) (bool, error) { return true, nil }), func(context.Context) error { return transient(Unknown, "conn-lost") })
+		cancel2()
+		ctx3, cancel3 := context.WithCancel(context.Background())
+		op3 := Write("pay", func(vctx context.Context) (bool, error) { cancel3(); <-vctx.Done(); return false, vctx.Err() })
+		_ = p.Do(ctx3, op3, func(context.Context) error { return transient(Unknown, "conn-lost") })
+	}
+	for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > base && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > base {
+		t.Errorf("%d goroutines after 300 settlements, %d before", n, base)
+	}
+}
+
+// An inner call that found its write applied (ErrValueUnknown: applied, the
+// value unread) is returned as it is when the caller's context then ends,
+// not wrapped as the context's error.
+func TestCutOffKeepsAnInnerApplied(t *testing.T) {
+	p, _ := newTestPolicy(t, Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	inner := &Error{Op: "insert", Cause: ErrValueUnknown}
+	err := p.Do(ctx, Write("outer", nil), func(context.Context) error { cancel(); return inner })
+	if err != inner {
+		t.Errorf("Do = %v (canceled %v); want the inner error as it is", err, errors.Is(err, context.Canceled))
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"reflect"
 	"strings"
+
+	"github.com/sqlretry/sqlretry/internal/txmark"
 )
 
 // ErrNestedTx is returned by [RunTx] when it is called with a context that a
@@ -87,7 +89,7 @@ type CommitVerifier interface {
 // enforce ReadOnly (modernc's SQLite does not). RunTx is safe for
 // concurrent use.
 func RunTx(ctx context.Context, db *sql.DB, p *Policy, op Op, opts *sql.TxOptions, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	if ctx.Value(txKey{}) != nil {
+	if txmark.In(ctx) {
 		return ErrNestedTx
 	}
 	t := &txRun{db: db, p: p, opts: opts, fn: fn, userVerify: op.verify, pq: isLibPQ(db.Driver())}
@@ -100,6 +102,7 @@ func RunTx(ctx context.Context, db *sql.DB, p *Policy, op Op, opts *sql.TxOption
 	}
 	switch {
 	case op.idempotent:
+		op.writes = opts == nil || !opts.ReadOnly
 	case op.verify == nil && t.verifier == nil && p.commitVerifier != nil:
 		op.unsettled = errReadOnlyUnmarked
 	case op.verify == nil && t.verifier == nil:
@@ -113,10 +116,6 @@ func RunTx(ctx context.Context, db *sql.DB, p *Policy, op Op, opts *sql.TxOption
 	op.rephase = t.rephase
 	return p.Do(ctx, op, t.attempt)
 }
-
-// txKey marks the context of a RunTx attempt, which its transaction
-// function receives.
-type txKey struct{}
 
 // txStage is how far an attempt of a transaction got.
 type txStage uint8
@@ -150,6 +149,9 @@ type txRun struct {
 	// verifyWaits: the Op's Verify waits out the attempt itself
 	// (Op.VerifyWaits).
 	verifyWaits bool
+	// readOnly: a Mark found the transaction read-only (ErrTxReadOnly);
+	// verifier is the one for read-only transactions since.
+	readOnly bool
 }
 
 // attempt runs the transaction once.
@@ -158,7 +160,7 @@ func (t *txRun) attempt(ctx context.Context) error {
 	// The mark tells fn's nested RunTx calls apart, and tells a Connector
 	// not to retry the connect and the BEGIN on their own: RunTx retries
 	// the whole attempt, and the two loops must not multiply.
-	ctx = context.WithValue(ctx, txKey{}, true)
+	ctx = txmark.With(ctx)
 	if t.verifier != nil {
 		// Outside the transaction and before it takes a connection: a
 		// marker verifier creates its table and prunes old rows here.
@@ -194,6 +196,13 @@ func (t *txRun) attempt(ctx context.Context) error {
 	if err == nil && t.verifier != nil {
 		t.mark, err = t.verifier.Mark(ctx, tx)
 		t.hasMark = err == nil
+		if errors.Is(err, ErrTxReadOnly) {
+			// Read-only though opts did not say so: nothing committed; run
+			// it again marked as a read-only transaction is.
+			t.verifier, t.readOnly = forReadOnly(t.verifier), true
+			err = &verdictError{err: err, class: Class{Retryable: true, Phase: NotApplied, Code: "read-only-tx", Kind: Contention,
+				Reason: "the transaction is read-only, so the commit verifier could not mark it and COMMIT never ran: run again, marked as a read-only one"}}
+		}
 	}
 	if err != nil {
 		finished = true
@@ -404,6 +413,8 @@ func (t *txRun) verify(ctx context.Context) (bool, error) {
 		return t.userVerify(ctx)
 	case t.hasMark:
 		return t.verifier.Committed(ctx, t.db, t.mark)
+	case t.readOnly:
+		return false, errReadOnlyUnmarked
 	}
 	return false, errNoCommitVerifier
 }

@@ -37,6 +37,7 @@ var markerDialect = marker.Dialect{
 	},
 	Classify:  Classify,
 	Duplicate: []string{"1062"}, // ER_DUP_ENTRY (MySQL server error reference)
+	ReadOnly:  []string{"1792"}, // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION (the same)
 	Schema:    markerSchema,
 	Quote:     func(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" },
 }

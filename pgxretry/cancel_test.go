@@ -168,3 +168,57 @@ func TestCancelWhileReadingWriteRows(t *testing.T) {
 		t.Errorf("rows.Err() = %v (%d rows committed); want ErrAmbiguous and context.Canceled", err, n)
 	}
 }
+
+// TestCancelDuringCommitIdempotentIsAmbiguous: an Idempotent RunTx's
+// COMMIT, which landed, cut off by the caller, whose end forbids the replay
+// the Op consents to: ErrAmbiguous and the context's error (before: the
+// context's error alone).
+func TestCancelDuringCommitIdempotentIsAmbiguous(t *testing.T) {
+	f, px := cutFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	held := px.Counts().HoldAfterCommit
+	wait := cancelOnce(t, cancel, func() bool { return px.Counts().HoldAfterCommit > held })
+	err := f.w.RunTx(ctx, sqlretry.Idempotent("pay"), pgx.TxOptions{}, func(ctx context.Context, tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, insertItem, 901, "held"); err != nil {
+			return err
+		}
+		return px.SetFault(proxy.Fault{Mode: proxy.HoldAfterCommit})
+	})
+	wait()
+	_ = px.SetFault(proxy.Fault{Mode: proxy.Pass})
+	if n := f.count(t, "SELECT count(*) FROM items WHERE call_id = 901"); n != 1 {
+		t.Fatalf("%d rows; the test needs the held COMMIT to have landed", n)
+	}
+	if !errors.Is(err, sqlretry.ErrAmbiguous) || !errors.Is(err, context.Canceled) {
+		t.Errorf("RunTx = %v; want ErrAmbiguous and context.Canceled", err)
+	}
+}
+
+// TestCancelAfterFnCommittedIsAmbiguous: fn commits part of the transaction
+// itself (COMMIT in SQL text), the caller cancels, and fn's next statement
+// is refused by pgx as never sent (SafeToRetry). That speaks of the last
+// statement only: the committed part is there, so ErrAmbiguous (before: the
+// context's error alone).
+func TestCancelAfterFnCommittedIsAmbiguous(t *testing.T) {
+	f, _ := cutFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err := f.w.RunTx(ctx, sqlretry.Write("pay", nil), pgx.TxOptions{}, func(ctx context.Context, tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, insertItem, 902, "first"); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "COMMIT"); err != nil {
+			return err
+		}
+		cancel()
+		_, err := tx.Exec(ctx, insertItem, 902, "second")
+		return err
+	})
+	if n := f.count(t, "SELECT count(*) FROM items WHERE call_id = 902"); n != 1 {
+		t.Fatalf("%d rows; the test needs fn's own COMMIT to have landed", n)
+	}
+	if !errors.Is(err, sqlretry.ErrAmbiguous) || !errors.Is(err, context.Canceled) {
+		t.Errorf("RunTx = %v with the first part committed: want ErrAmbiguous and context.Canceled", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sqlretry/sqlretry"
+	"github.com/sqlretry/sqlretry/internal/txmark"
 )
 
 // RunTx runs fn in a transaction of the pool, and runs the whole
@@ -47,10 +48,10 @@ import (
 // in fn rolls the transaction back and propagates. RunTx called with a
 // context fn received returns sqlretry.ErrNestedTx.
 func (w *Pool) RunTx(ctx context.Context, op sqlretry.Op, opts pgx.TxOptions, fn func(ctx context.Context, tx pgx.Tx) error) error {
-	if ctx.Value(txKey{}) != nil {
+	if txmark.In(ctx) {
 		return sqlretry.ErrNestedTx
 	}
-	t := &txRun{w: w, caller: ctx, opts: opts, fn: fn, userVerify: op.Verify()}
+	t := &txRun{w: w, caller: ctx, opts: opts, fn: fn, userVerify: op.Verify(), idempotent: op.IsIdempotent(), name: op.Name}
 	t.marked.Context = ctx
 	if op.IsIdempotent() {
 		return w.p.Do(ctx, sqlretry.Idempotent(op.Name), t.attempt)
@@ -65,17 +66,15 @@ func (w *Pool) RunTx(ctx context.Context, op sqlretry.Op, opts pgx.TxOptions, fn
 	return w.p.Do(ctx, sqlretry.Write(op.Name, t.verify).VerifyWaits(), t.attempt)
 }
 
-// txKey marks the context of a RunTx attempt, which fn receives.
-type txKey struct{}
-
-// markedCtx is a context marked as a RunTx attempt's. It lives inside the
+// markedCtx is a context marked as a RunTx attempt's (package txmark: the
+// root package's Policy.Do and RunTx read the same mark). It lives inside the
 // txRun, and wraps the caller's context, which no attempt changes: fn gets
 // it without an allocation when the attempt's context is the caller's (no
 // CommandTimeout), which is the common case.
 type markedCtx struct{ context.Context }
 
 func (c *markedCtx) Value(key any) any {
-	if key == (txKey{}) {
+	if key == (txmark.Key{}) {
 		return true
 	}
 	return c.Context.Value(key)
@@ -87,7 +86,7 @@ func (t *txRun) fnContext(actx context.Context) context.Context {
 	if actx.Done() == t.caller.Done() {
 		return &t.marked // the attempt's context is the caller's
 	}
-	return context.WithValue(actx, txKey{}, true)
+	return txmark.With(actx)
 }
 
 // txStage is how far an attempt of a transaction got.
@@ -116,6 +115,9 @@ type txRun struct {
 	mark    string // "xid@history", taken just before COMMIT; or the marker key
 	hasMark bool
 	tainted bool // fn ended the transaction itself: part of it may have committed
+
+	idempotent bool   // the Op is Idempotent: replayed, not settled
+	name       string // the Op's name
 
 	// The marker INSERT and COMMIT prepared on the attempt's connection
 	// (nil: sent as text), and their pipeline, reused by each attempt.
@@ -215,7 +217,11 @@ var errPartlyCommitted = errors.New("pgxretry: the transaction failed after the 
 func (t *txRun) failed(err error) error {
 	if t.caller.Err() != nil {
 		if t.tainted {
-			return err // of unknown outcome, and it cannot be settled: ErrAmbiguous
+			// Of unknown outcome whatever err says (pgconn's SafeToRetry
+			// speaks of the last statement only), and it cannot be
+			// settled: ErrAmbiguous.
+			return withVerdict(err, sqlretry.Class{Phase: sqlretry.Unknown, Code: "context",
+				Reason: "the caller's context ended after the transaction function ended the transaction itself: part of it may have committed"})
 		}
 		// Cut off before COMMIT was sent: the Policy ends the call with
 		// the caller's context's error, nothing applied.
@@ -242,6 +248,12 @@ func (t *txRun) failed(err error) error {
 // pg_terminate_backend) may have committed first; a failure after COMMIT
 // left is settled, never returned as a plain error.
 func (t *txRun) commitFailed(c *pgxpool.Conn, err error) error {
+	if t.idempotent && t.caller.Err() != nil && t.opts.AccessMode != pgx.ReadOnly &&
+		!pgconn.SafeToRetry(err) && !errors.Is(err, pgx.ErrTxCommitRollback) {
+		// Cut off by the caller: the replay an Idempotent Op consents to
+		// is not allowed, and the COMMIT may have landed.
+		return &sqlretry.Error{Op: t.name, Attempts: 1, Class: t.w.p.Classify(err), Err: err, Cause: ambiguousAfter(t.caller)}
+	}
 	if t.caller.Err() != nil || errors.Is(err, pgx.ErrTxCommitRollback) {
 		// The transaction had failed already (fn went on after an error):
 		// COMMIT rolled it back.

@@ -38,6 +38,7 @@ var markerDialect = marker.Dialect{
 	},
 	Classify:  Classify,
 	Duplicate: []string{"23505"}, // unique_violation (PostgreSQL manual, Appendix A)
+	ReadOnly:  []string{"25006"}, // read_only_sql_transaction (the same)
 	Confirm:   confirmReplicated,
 	Schema:    markerSchema,
 	Quote:     func(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` },

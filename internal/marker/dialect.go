@@ -29,6 +29,11 @@ type Dialect struct {
 	// PostgreSQL 23505, MySQL 1062, SQLite's constraint codes 1555 and
 	// 2067, SQL Server 2627 and 2601.
 	Duplicate []string
+	// ReadOnly lists the Class.Code values of a write refused because the
+	// transaction is read-only (PostgreSQL 25006, MySQL 1792): Mark then
+	// says so with sqlretry.ErrTxReadOnly, and RunTx runs the transaction
+	// again, marked as a read-only one.
+	ReadOnly []string
 	// Confirm, if set, runs when the marker was found committed, before
 	// Committed says so: an error means the commit may not survive a
 	// failover yet (PostgreSQL: a COMMIT whose wait for the synchronous

@@ -28,6 +28,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -211,10 +212,22 @@ func (v *Verifier) resolve(ctx context.Context, db *sql.DB) error {
 func (v *Verifier) Mark(ctx context.Context, tx *sql.Tx) (string, error) {
 	key := v.newKey()
 	if _, err := tx.ExecContext(ctx, v.stmt().insert, key, v.now().Unix(), 0); err != nil {
+		if slices.Contains(v.d.ReadOnly, v.d.Classify(err).Code) {
+			// Read-only without sql.TxOptions saying so (SET TRANSACTION
+			// READ ONLY, the session's default).
+			return "", &readOnlyTx{err}
+		}
 		return "", err
 	}
 	return key, nil
 }
+
+// readOnlyTx is Mark's error in a transaction that is read-only: it
+// matches sqlretry.ErrTxReadOnly and keeps the server's error.
+type readOnlyTx struct{ err error }
+
+func (e *readOnlyTx) Error() string   { return sr.ErrTxReadOnly.Error() + ": " + e.err.Error() }
+func (e *readOnlyTx) Unwrap() []error { return []error{sr.ErrTxReadOnly, e.err} }
 
 // BeforeTx creates the table on first use on db if CreateTable is set,
 // and every PruneEvery-th call prunes old markers. A failed prune is not
