@@ -28,11 +28,21 @@ type Info struct {
 	// change the session's autocommit mode, so [Session.After] must be
 	// consulted for the session's state after it.
 	TxControl bool
+	// Calls reports that a ReadOnly text is read-only only if the functions
+	// it names are the engine's built-ins: it calls a known pure function
+	// by its bare name (count(*), lower(b)) or as pg_catalog.f(…), or names
+	// t.f, which PostgreSQL may read as the call f(t). A user's function
+	// may answer to such a name on PostgreSQL, MySQL and SQLite; before the
+	// text is replayed as a read, [CalledNames] and [CheckUserFuncs] must
+	// find none on its engine.
+	Calls bool
 }
 
 // Analyze reads s once for everything the database/sql layer asks of it.
 func Analyze(s string) Info {
-	in := Info{Verb: Verb(s), ReadOnly: IsReadOnly(s)}
+	var sink callSink // found only: Analyze allocates nothing
+	in := Info{Verb: Verb(s), ReadOnly: readOnlyText(s, &sink)}
+	in.Calls = in.ReadOnly && sink.found
 	in.Multi, in.Opaque, in.TxControl = textShape(s)
 	return in
 }

@@ -9,6 +9,13 @@ package sqltext
 // Such a read is still retried when its failure proves nothing was applied;
 // only after a failure of unknown outcome is it not replayed (mark it
 // Idempotent, say with sqlretry.WithOp, to replay it anyway).
+//
+// A listed name is the built-in only if nothing of a user's answers to it:
+// PostgreSQL resolves an unqualified call through search_path by argument
+// types, MySQL an unknown name to a stored function, SQLite to an
+// application-defined function (see userfuncs.go). A text that calls one is
+// ReadOnly with Info.Calls set, and [CalledNames] says what a catalog must
+// be asked before it is replayed.
 var pureFuncs = map[string]bool{}
 
 func init() {
@@ -85,23 +92,87 @@ func init() {
 		"right", "full", "natural", "only", "tablesample", "pivot", "unpivot", "match",
 		"against", "elt", "field", "find_in_set", "mid", "ord", "bin", "oct", "conv", "insert",
 		"pg_sleep", "sleep", "option", "index", "contains", "freetext", "containstable", "freetexttable",
+		"materialized",
 	} {
 		pureFuncs[f] = true
 	}
 }
 
-// callsImpure reports whether word t, followed by "(", calls a function not
-// known to be pure, prev being the token before it: a type's length after AS
-// or "::" (varchar(20)) is no call, nor a keyword before a parenthesis.
-func (l *lexer) callsImpure(t, prev token) bool {
-	if l.s[t.start] == '@' || !l.isCall(prev) {
+// chain is the dotted name being read: a, a.b, a."b".c, or (x).f.
+type chain struct {
+	before token // the token before the chain's first name
+	head   token // its first name, or the token before the "." it follows when that is no name
+	n      int   // its names so far; 0 when the last token was neither a name nor "."
+}
+
+// next extends ch with name token t, prev and prev2 being the two tokens
+// before it.
+func (ch *chain) next(l *lexer, t, prev, prev2 token) {
+	switch {
+	case !l.punct(prev, '.'):
+		*ch = chain{before: prev, head: t, n: 1}
+	case ch.n == 0:
+		// A name after "." after something else: (x).f, t.*.f.
+		*ch = chain{before: prev2, head: prev2, n: 2}
+	default:
+		ch.n++
+	}
+}
+
+// readName judges name token t (a word or a quoted identifier), the last
+// of chain ch, in a read: it reports false if t makes the text a write —
+// a call of a function not known to be pure, a call by a quoted name, a
+// call qualified by anything but an engine's own catalog (audit.log(…),
+// x.y.f(…)) — and tells sink of a name a user's function may answer to: a
+// call of a pure function by its bare name or as pg_catalog.f or sys.f, and
+// the last name of a dotted chain that is no call (t.f), which PostgreSQL
+// reads as the call f(t) when t has no column f (attribute notation).
+func (l *lexer) readName(t token, ch *chain, sink *callSink) bool {
+	quoted := t.kind == tokQuoted
+	if !quoted && l.s[t.start] == '@' {
 		// SQL Server's @variable is no function, and "@v(" no call
 		// (PostgreSQL reads the same text as the operator @ before v).
+		return true
+	}
+	if !l.isCall(ch.before) {
+		if ch.n > 1 {
+			if quoted && l.unicodeQuoted(t) {
+				return false // U&"…": the name is what its escapes spell
+			}
+			sink.add(l, callAttr, t, false)
+		}
+		return true
+	}
+	if quoted {
+		// Any quoted call is an unknown call, which may write: pureFuncs
+		// holds keywords too ("in", "values", "update"), and a user's
+		// function may be named as one; PostgreSQL does not fold a quoted
+		// name's case. Reading a quoted pure function as a write costs a
+		// read its replay, never an outcome.
 		return false
 	}
+	if !l.pure(t) {
+		return false
+	}
+	adjacent := t.end < len(l.s) && l.s[t.end] == '('
+	switch {
+	case ch.n == 1:
+		sink.add(l, callBare, t, adjacent)
+	case ch.n == 2 && ch.head.kind == tokWord && l.is(ch.head, "pg_catalog"):
+		sink.add(l, callPGCatalog, t, adjacent)
+	case ch.n == 2 && ch.head.kind == tokWord && l.is(ch.head, "sys"):
+		sink.add(l, callSys, t, adjacent)
+	default:
+		return false // a schema's function (audit.log(…)), or x.y.f(…)
+	}
+	return true
+}
+
+// pure reports whether word t is in pureFuncs.
+func (l *lexer) pure(t token) bool {
 	var buf [32]byte
 	if t.end-t.start > len(buf) {
-		return true
+		return false
 	}
 	b := buf[:t.end-t.start]
 	for i := range b {
@@ -111,30 +182,32 @@ func (l *lexer) callsImpure(t, prev token) bool {
 		}
 		b[i] = c
 	}
-	return !pureFuncs[string(b)] // the conversion in a map index does not allocate
+	return pureFuncs[string(b)] // the conversion in a map index does not allocate
 }
 
-// callsImpureQuoted is callsImpure for a quoted name t ("f", `f`, [f]):
-// the same function as the bare name, or another one (PostgreSQL does not
-// fold a quoted name's case). Any quoted call is an unknown call, which may
-// write: pureFuncs holds keywords too ("in", "values", "update"), and a
-// user's function may be named as one. Reading a quoted pure function as a
-// write costs a read its replay, never an outcome.
-func (l *lexer) callsImpureQuoted(prev token) bool { return l.isCall(prev) }
+// unicodeQuoted reports whether quoted token t is PostgreSQL's U&"…".
+func (l *lexer) unicodeQuoted(t token) bool {
+	return t.start >= 2 && l.s[t.start-1] == '&' && l.s[t.start-2]|0x20 == 'u'
+}
 
 // isCall reports whether the name just read, after prev, is called: "("
 // follows, and it is not a type's size (CAST(x AS varchar(20)),
-// x::numeric(10,2)) or a common table expression's columns (WITH t(n) AS).
+// x::numeric(10,2)), a table's column list (INSERT INTO t (a) under
+// EXPLAIN) or a common table expression's columns (WITH t(n) AS).
 func (l *lexer) isCall(prev token) bool {
 	if !l.peekPunct('(') {
 		return false
 	}
-	if l.punct(prev, ':') || prev.kind == tokWord && l.is(prev, "as") {
-		return false // a type: CAST(x AS varchar(20)), x::numeric(10,2)
+	if l.punct(prev, ':') || prev.kind == tokWord && (l.is(prev, "as") || l.is(prev, "into")) {
+		return false // a type: CAST(x AS varchar(20)), x::numeric(10,2); INSERT INTO t (a)
 	}
 	if after := *l; after.next().kind == tokPunct && after.skipBalanced() {
 		if n := after.next(); n.kind == tokWord && l.is(n, "as") {
-			return false // a common table expression's columns: WITH t(n) AS (…)
+			// A common table expression's columns, WITH t(n) AS [[NOT]
+			// MATERIALIZED] (…), not a call given an alias, FROM f() AS x.
+			if n := after.next(); l.punct(n, '(') || n.kind == tokWord && (l.is(n, "materialized") || l.is(n, "not")) {
+				return false
+			}
 		}
 	}
 	return true

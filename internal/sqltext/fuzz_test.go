@@ -42,8 +42,9 @@ func corpusSeeds(tb testing.TB) []string {
 // FuzzAnalyze checks the invariants of the analysis that need no database:
 // no panic; the lexer advances in every dialect; a read-only text is one
 // statement whose verb is a read; Analyze agrees with Verb and IsReadOnly;
-// and a text that divergent finds plain reads the same under the fast path
-// (PostgreSQL's rules alone) as under every dialect.
+// a text that divergent finds plain reads the same under the fast path
+// (PostgreSQL's rules alone) as under every dialect, calls included; and
+// CalledNames agrees with Analyze on every engine.
 func FuzzAnalyze(f *testing.F) {
 	for _, s := range corpusSeeds(f) {
 		f.Add(s)
@@ -52,6 +53,20 @@ func FuzzAnalyze(f *testing.F) {
 		in := Analyze(s)
 		if in.Verb != Verb(s) || in.ReadOnly != IsReadOnly(s) {
 			t.Fatalf("Analyze(%q) = %+v, Verb %q, IsReadOnly %v", s, in, Verb(s), IsReadOnly(s))
+		}
+		if in.Calls && !in.ReadOnly {
+			t.Fatalf("Analyze(%q): Calls without ReadOnly", s)
+		}
+		for e := AnyEngine; e <= SQLite; e++ {
+			names, ok := CalledNames(e, s)
+			switch {
+			case ok && !in.ReadOnly:
+				t.Fatalf("CalledNames(%v, %q) ok for a text that is not read-only", e, s)
+			case len(names) > 0 && !in.Calls:
+				t.Fatalf("CalledNames(%v, %q) = %q, but Analyze saw no call", e, s, names)
+			case in.ReadOnly && !in.Calls && !ok:
+				t.Fatalf("CalledNames(%v, %q) not ok for a read that calls nothing", e, s)
+			}
 		}
 		if in.ReadOnly {
 			switch in.Verb {
@@ -83,10 +98,29 @@ func FuzzAnalyze(f *testing.F) {
 		if !divergent(s) {
 			all := true
 			for d := dlPostgres; d < numDialects; d++ {
-				all = all && readOnly(s, d, 0)
+				all = all && readOnly(s, d, 0, nil)
 			}
-			if fast := readOnly(s, dlPostgres, 0); fast != all {
+			if fast := readOnly(s, dlPostgres, 0, nil); fast != all {
 				t.Fatalf("%q is not divergent, but PostgreSQL's rules say read-only %v and all dialects %v", s, fast, all)
+			}
+			// The fast path reads calls with PostgreSQL's rules alone: no
+			// dialect may see one it does not (MySQL reads "f" as a
+			// string, never as a name, so it may see fewer).
+			var pgList []called
+			if readOnly(s, dlPostgres, 0, &callSink{list: &pgList}) {
+				seen := map[called]bool{}
+				for _, c := range pgList {
+					seen[c] = true
+				}
+				for d := dlPostgres; d < numDialects; d++ {
+					var list []called
+					readOnly(s, d, 0, &callSink{list: &list})
+					for _, c := range list {
+						if !seen[c] {
+							t.Fatalf("%q is not divergent, but dialect %d finds %+v, which PostgreSQL's rules do not", s, d, c)
+						}
+					}
+				}
 			}
 			for d := anyDialect; d < numDialects; d++ {
 				m0, o0, c0 := shapeIn(s, dlPostgres)

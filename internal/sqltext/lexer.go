@@ -70,6 +70,13 @@ func (d dialect) mbLead(s string, j int) bool {
 func divergent(s string) bool {
 	comments := 0
 	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 0x81 && c <= 0xfe && i+1 < len(s) && s[i+1] >= 0x40 && s[i+1] <= 0x7f && !isWordByte(s[i+1]) {
+			// A multibyte connection (GBK, Big5, SJIS) reads the pair as
+			// one character of a name: "\x99^lower(" calls a function
+			// named \x99^lower there, where the others read \x99, "^" and
+			// lower(.
+			return true
+		}
 		switch s[i] {
 		case '\\', '#', '[', '`', '$', 0, '\r':
 			return true

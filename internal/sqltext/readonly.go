@@ -74,14 +74,23 @@ func Verb(statement string) string {
 //     that a dialect reads two ways (a NUL byte, MySQL's /*! … */).
 //
 // A call of a function that is not a known pure built-in (pureFuncs) makes
-// the text a write: a user-defined function may write, and nothing in the
-// text says it does not.
-func IsReadOnly(statement string) bool {
+// the text a write, and so does one qualified by a schema (audit.log(…):
+// a user's schema, whatever the function's name), by a quoted name, or
+// under EXPLAIN, which may evaluate it while planning: a user-defined
+// function may write, and nothing in the text says it does not. A call of
+// a pure built-in by its bare name may still reach a user's function of
+// that name on some engines: [Analyze] reports it (Info.Calls), and
+// [CalledNames] says what to ask before such a read is replayed.
+func IsReadOnly(statement string) bool { return readOnlyText(statement, nil) }
+
+// readOnlyText is IsReadOnly, telling sink of the names the text calls
+// that a function of a user's may answer to.
+func readOnlyText(statement string, sink *callSink) bool {
 	if !divergent(statement) {
-		return readOnly(statement, dlPostgres, 0) && !batchMulti(statement)
+		return readOnly(statement, dlPostgres, 0, sink) && !batchMulti(statement)
 	}
 	for d := dlPostgres; d < numDialects; d++ {
-		if !readOnly(statement, d, 0) {
+		if !readOnly(statement, d, 0, sink) {
 			return false
 		}
 	}
@@ -89,7 +98,7 @@ func IsReadOnly(statement string) bool {
 }
 
 // readOnly is IsReadOnly under dialect d.
-func readOnly(s string, d dialect, depth int) bool {
+func readOnly(s string, d dialect, depth int, sink *callSink) bool {
 	if depth > 4 {
 		return false
 	}
@@ -105,17 +114,17 @@ func readOnly(s string, d dialect, depth int) bool {
 	}
 	switch {
 	case l.is(t, "select"), l.is(t, "values"), l.is(t, "table"):
-		return noWrites(s, d, scanRead, cte)
+		return noWrites(s, d, scanRead, cte, sink)
 	case l.is(t, "show"):
-		return noWrites(s, d, scanShow, false)
+		return noWrites(s, d, scanShow, false, sink)
 	case l.is(t, "explain"), l.is(t, "describe"), l.is(t, "desc"):
-		return explainReadOnly(&l, d, depth)
+		return explainReadOnly(&l, d, depth, sink)
 	}
 	return false
 }
 
 // explainReadOnly reads an EXPLAIN, DESCRIBE or DESC past its verb.
-func explainReadOnly(l *lexer, d dialect, depth int) bool {
+func explainReadOnly(l *lexer, d dialect, depth int, sink *callSink) bool {
 	s := l.s
 	analyze := false
 	parens := 0
@@ -161,11 +170,13 @@ func explainReadOnly(l *lexer, d dialect, depth int) bool {
 			return false // what comes before the statement reads two ways
 		case analyze:
 			// The statement runs: it must be read-only itself.
-			return readOnly(s[t.start:], d, depth+1)
+			return readOnly(s[t.start:], d, depth+1, sink)
 		}
 		// The plan only; but an engine may evaluate a function while
-		// planning, and a second statement may follow.
-		return noWrites(s[t.start:], d, scanPlan, false)
+		// planning (PostgreSQL folds an IMMUTABLE function's call with
+		// constant arguments, and such a function may call one that
+		// writes), and a second statement may follow.
+		return noWrites(s[t.start:], d, scanPlan, false, sink)
 	}
 }
 
@@ -179,9 +190,9 @@ func isStatementVerb(l *lexer, t token) bool {
 type scanMode uint8
 
 const (
-	scanRead scanMode = iota // SELECT, VALUES, TABLE: write keywords, state-changing functions, a second statement
+	scanRead scanMode = iota // SELECT, VALUES, TABLE: write keywords, functions, a second statement
 	scanShow                 // SHOW: the same, but SHOW CREATE … only reads
-	scanPlan                 // EXPLAIN without ANALYZE: state-changing functions and a second statement
+	scanPlan                 // EXPLAIN without ANALYZE: functions and a second statement
 )
 
 // writeWords are the keywords whose presence anywhere (outside strings,
@@ -220,11 +231,14 @@ var stateFuncPrefixes = [...]string{
 }
 
 // noWrites scans the whole statement for a second statement, for text the
-// dialect reads two ways, and for what mode looks for. cte reports that the
-// statement starts WITH RECURSIVE, whose SEARCH and CYCLE clauses hold SET.
-func noWrites(s string, d dialect, mode scanMode, cte bool) bool {
+// dialect reads two ways, and for what mode looks for; sink hears of the
+// names called that a user's function may answer to (see readName). cte
+// reports that the statement starts WITH RECURSIVE, whose SEARCH and CYCLE
+// clauses hold SET.
+func noWrites(s string, d dialect, mode scanMode, cte bool, sink *callSink) bool {
 	l := lexer{s: s, d: d}
 	var prev, prev2 token
+	var ch chain
 	pendingSet := false // a SEARCH or CYCLE clause waits for its SET
 	for {
 		t := l.next()
@@ -242,36 +256,42 @@ func noWrites(s string, d dialect, mode scanMode, cte bool) bool {
 					return false // MySQL: @v := … assigns a user variable
 				}
 			}
+			if s[t.start] != '.' {
+				ch.n = 0
+			}
 		case tokWord:
+			ch.next(&l, t, prev, prev2)
 			c := l.class(t)
 			if l.stateWord(t, c) {
 				return false
 			}
-			if mode == scanPlan {
-				break
-			}
 			if mode == scanShow && prev.kind == tokWord && l.is(prev, "show") {
 				break // SHOW CREATE TABLE t
 			}
-			if cte && (l.is(t, "search") || l.is(t, "cycle")) &&
-				(l.punct(prev, ')') || prev2.kind == tokWord && l.is(prev2, "set")) {
-				pendingSet = true
+			if mode != scanPlan {
+				if cte && (l.is(t, "search") || l.is(t, "cycle")) &&
+					(l.punct(prev, ')') || prev2.kind == tokWord && l.is(prev2, "set")) {
+					pendingSet = true
+				}
+				if l.writeWord(t, c, prev, &pendingSet) {
+					return false
+				}
 			}
-			if l.writeWord(t, c, prev, &pendingSet) {
-				return false
-			}
-			if mode == scanRead && l.callsImpure(t, prev) {
+			if !l.readName(t, &ch, sink) {
 				return false // a function that may write (see pureFuncs)
 			}
 		case tokQuoted:
+			ch.next(&l, t, prev, prev2)
 			// A quoted name of a function that changes state ("nextval")
 			// is that function, in every mode a bare one is looked for.
 			if in := (token{tokWord, t.start + 1, t.end - 1}); in.end > in.start && l.stateWord(in, l.class(in)) {
 				return false
 			}
-			if mode == scanRead && l.callsImpureQuoted(prev) {
+			if !l.readName(t, &ch, sink) {
 				return false // a function called by a quoted name
 			}
+		default:
+			ch.n = 0
 		}
 		prev2, prev = prev, t
 	}
