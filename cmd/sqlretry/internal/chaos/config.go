@@ -21,8 +21,8 @@ import (
 // MariaDB (go-sql-driver/mysql); the last two need a DSN.
 var Engines = []engine.Engine{engine.SQLite, engine.Postgres, engine.MySQL}
 
-// EngineOf reads the engine from a DSN ([DSNEngine]); SQLite for a DSN
-// that looks like no engine's, or none.
+// EngineOf reads the engine from a DSN ([DSNEngine]); SQLite for none, and
+// for a DSN that looks like no engine's (which [Config.Validate] refuses).
 func EngineOf(dsn string) engine.Engine {
 	if e, _, ok := DSNEngine(dsn); ok {
 		return e
@@ -52,8 +52,8 @@ func DSNEngine(dsn string) (e engine.Engine, form string, ok bool) {
 		return engine.SQLServer, "an ADO connection string (server=...;)", true
 	case mysqlAt.MatchString(l):
 		return engine.MySQL, "go-sql-driver's user@tcp(host)/db form", true
-	case strings.Contains(l, "host=") || strings.Contains(l, "dbname="):
-		return engine.Postgres, "key=value settings (host=, dbname=)", true
+	case libpqKey.MatchString(l):
+		return engine.Postgres, "libpq key=value settings (host=, dbname=)", true
 	case !strings.Contains(l, "=") && (strings.HasPrefix(l, "/") || strings.HasPrefix(l, ".") ||
 		strings.HasSuffix(l, ".db") || strings.HasSuffix(l, ".sqlite") || strings.HasSuffix(l, ".sqlite3")):
 		return engine.SQLite, "a file path", true
@@ -212,8 +212,9 @@ type Config struct {
 	// Engine is one of [Engines]. The zero value means the engine the DSN
 	// names ([EngineOf]): SQLite without one.
 	Engine engine.Engine
-	// DSN is the database to run against. Required for PostgreSQL and MySQL;
-	// for SQLite, "" means a temporary file removed afterwards. The run
+	// DSN is the database to run against, in one of the forms [DSNForms]
+	// lists. Required for PostgreSQL and MySQL; for SQLite, "" means a
+	// temporary file removed afterwards. The run
 	// creates its tables in a schema (PostgreSQL) or database (MySQL) of its
 	// own and drops it afterwards.
 	DSN       string
@@ -321,7 +322,11 @@ func (c Config) WithDefaults() Config {
 // Validate reports the first bad setting of c, its defaults applied, as an
 // [*InputError] that names the command's flag for it; nil if there is none.
 func (c Config) Validate() error {
+	defaultOutage := c.Outages == nil // the outage is the run's choice, not the user's
 	c = c.WithDefaults()
+	if err := c.validateDSNForm(); err != nil {
+		return err
+	}
 	if err := c.validateScenario(); err != nil {
 		return err
 	}
@@ -355,6 +360,9 @@ func (c Config) Validate() error {
 	for _, o := range c.Outages {
 		if o.Length <= 0 || o.Offset < 0 {
 			return inputErr("--outage", fmt.Errorf("%s: want a positive length at an offset >= 0", o))
+		}
+		if o.Offset+o.Length > c.Duration && defaultOutage && c.Duration > 0 {
+			return inputErr("--duration", fmt.Errorf("%s is shorter than the default outage (%s): give a longer run, or --outage none", c.Duration, o.Length))
 		}
 		if o.Offset+o.Length > c.Duration {
 			return inputErr("--outage", fmt.Errorf("%s ends after the run's %s", o, c.Duration))
@@ -450,7 +458,9 @@ func (c Config) policyConfig(obs sqlretry.Observer) (sqlretry.Config, error) {
 	}
 	if c.Policy.Rules != "" {
 		if err := (crl.Config{Syntax: c.Engine.Syntax(), Exec: c.Policy.Rules}).Apply(&pc); err != nil {
-			return pc, inputErr("--rules", err)
+			// The rules command's wording: where and what, without the
+			// JDBC driver's resource key (R_InvalidRuleFormat).
+			return pc, inputErr("--rules", engine.RuleError(err))
 		}
 	}
 	return pc, nil

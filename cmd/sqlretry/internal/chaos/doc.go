@@ -39,7 +39,9 @@
 // workload starts (an *InputError naming --dsn: add sslmode=disable or
 // tls=false, or set NoProxy), rather than report wire faults that never
 // fired. A DSN that looks like another engine's than Config.Engine
-// ([DSNEngine]) is refused too, saying which it looks like.
+// ([DSNEngine]) is refused too, saying which it looks like, and so is a DSN
+// of none of the forms [DSNForms] lists: a typo is never taken for the
+// name of an SQLite file to create.
 //
 // With Config.Naive the store replays blindly (internal/naivestore, what a
 // retry-everything policy does); the same seed gives the same fault plan,

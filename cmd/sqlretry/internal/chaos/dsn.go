@@ -21,6 +21,7 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite" // registers "sqlite"
 
@@ -250,14 +251,12 @@ func (t *target) openSQLite(c Config, label string) error {
 		t.cleanup = append(t.cleanup, func() { _ = os.RemoveAll(dir) })
 		path = filepath.Join(dir, label+".db")
 	} else {
-		path = strings.TrimPrefix(c.DSN, "file:")
-		if i := strings.IndexByte(path, '?'); i >= 0 {
-			path = path[:i]
+		file, err := sqliteFile(c.DSN)
+		if err != nil {
+			return inputErr("--dsn", err)
 		}
-		if label != "ours" {
-			path += "." + label
-		}
-		if _, err := os.Stat(path); err == nil {
+		path = sqliteRunPath(file, label)
+		if exists(path) {
 			return inputErr("--dsn", fmt.Errorf("SQLite file %s exists; the run needs a new file (it checks whole tables)", path))
 		}
 		t.cleanup = append(t.cleanup, func() {
@@ -322,13 +321,23 @@ const pingTimeout = 10 * time.Second
 
 // scratch reaches the server through admin and creates the run's own schema
 // or database (kind) named name, dropped (with dropSuffix) at cleanup, when
-// admin is closed too.
-func (t *target) scratch(ctx context.Context, admin *sql.DB, server, kind, name, dropSuffix string) error {
+// admin is closed too. before, if not nil, runs once the server answers,
+// before anything is created.
+func (t *target) scratch(ctx context.Context, admin *sql.DB, server, kind, name, dropSuffix string, before func(context.Context) error) error {
 	t.cleanup = append(t.cleanup, func() { _ = admin.Close() })
 	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
 	if err := admin.PingContext(pctx); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "3D000" { // invalid_catalog_name: https://www.postgresql.org/docs/current/errcodes-appendix.html
+			return inputErr("--dsn", fmt.Errorf("%s: the database the DSN names does not exist on the server: name one that does (%s)", server, pe.Message))
+		}
 		return inputErr("--dsn", fmt.Errorf("cannot reach %s: %w", server, err))
+	}
+	if before != nil {
+		if err := before(pctx); err != nil {
+			return err
+		}
 	}
 	if _, err := admin.ExecContext(pctx, "CREATE "+strings.ToUpper(kind)+" "+name); err != nil {
 		return inputErr("--dsn", fmt.Errorf("cannot create %s %s: %w", kind, name, err))
@@ -346,9 +355,13 @@ func (t *target) openPostgres(ctx context.Context, c Config, label string) error
 	if err != nil {
 		return inputErr("--dsn", err)
 	}
+	if strings.HasPrefix(cfg.Host, "/") && !c.NoProxy {
+		return inputErr("--dsn", fmt.Errorf("the fault proxy needs a TCP host, and the DSN reaches the server by its Unix socket %s: "+
+			"name the host (host=127.0.0.1), or pass --no-proxy", cfg.Host))
+	}
 	schema := "sqlretry_chaos_" + label + "_" + randomSuffix()
 	t.name = schema
-	if err := t.scratch(ctx, stdlib.OpenDB(*cfg.Copy()), "PostgreSQL", "schema", schema, " CASCADE"); err != nil {
+	if err := t.scratch(ctx, stdlib.OpenDB(*cfg.Copy()), "PostgreSQL", "schema", schema, " CASCADE", nil); err != nil {
 		return err
 	}
 	run := cfg.Copy()
@@ -408,7 +421,9 @@ func (t *target) openMySQL(ctx context.Context, c Config, label string) error {
 	}
 	dbName := "sqlretry_chaos_" + label + "_" + randomSuffix()
 	t.name = dbName
-	if err := t.scratch(ctx, sql.OpenDB(ac), "MySQL", "database", dbName, ""); err != nil {
+	if err := t.scratch(ctx, sql.OpenDB(ac), "MySQL", "database", dbName, "", func(ctx context.Context) error {
+		return mysqlDatabaseExists(ctx, cfg, func(c *gomysql.Config) (driver.Connector, error) { return gomysql.NewConnector(c) })
+	}); err != nil {
 		return err
 	}
 	run := cfg.Clone()
@@ -422,6 +437,35 @@ func (t *target) openMySQL(ctx context.Context, c Config, label string) error {
 	}
 	t.inner, err = gomysql.NewConnector(run)
 	return err
+}
+
+// mysqlDatabaseExists refuses a DSN naming a database the server does not
+// have. The run works in a database of its own beside it (its admin
+// connection drops the DSN's), so without this check a mistyped name ran
+// anyway. cfg is the DSN as given (a DSN naming no database passes);
+// connector returns the connector its connection is opened with.
+func mysqlDatabaseExists(ctx context.Context, cfg *gomysql.Config, connector func(*gomysql.Config) (driver.Connector, error)) error {
+	if cfg.DBName == "" {
+		return nil
+	}
+	dcfg := cfg.Clone()
+	dcfg.Logger = &gomysql.NopLogger{}
+	dc, err := connector(dcfg)
+	if err != nil {
+		return inputErr("--dsn", err)
+	}
+	db := sql.OpenDB(dc)
+	defer db.Close()
+	err = db.PingContext(ctx)
+	var me *gomysql.MySQLError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &me) && me.Number == 1049: // ER_BAD_DB_ERROR: https://mariadb.com/kb/en/mariadb-error-codes/
+		return inputErr("--dsn", fmt.Errorf("database %q does not exist on the server: name one that does (the run creates "+
+			"a database of its own beside it and drops it afterwards)", cfg.DBName))
+	}
+	return inputErr("--dsn", fmt.Errorf("cannot open database %q: %w", cfg.DBName, err))
 }
 
 // proxyPostgres starts the wire proxy in front of cfg's server and points

@@ -188,7 +188,11 @@ func (t *target) openGalera(ctx context.Context, c Config, label string) error {
 	}
 	admin := sql.OpenDB(ac)
 	dbName := "sqlretry_chaos_" + label + "_" + randomSuffix()
-	if err := t.scratch(ctx, admin, "the Galera cluster", "database", dbName, ""); err != nil {
+	if err := t.scratch(ctx, admin, "the Galera cluster", "database", dbName, "", func(ctx context.Context) error {
+		return mysqlDatabaseExists(ctx, cfg, func(dcfg *gomysql.Config) (driver.Connector, error) {
+			return newGaleraConnector(dcfg, nodes, c.GaleraRouting)
+		})
+	}); err != nil {
 		return err
 	}
 	var on string

@@ -32,6 +32,18 @@ const (
 	VerifierMarker = "marker"
 )
 
+// VerifierScope says which COMMITs the commit verifier settles, in the
+// command's help and its reports alike: the contention scenario's, whose
+// transactions run through RunTx without a Verify of their own; none of
+// the task store's.
+const VerifierScope = "The commit verifier (--verifier) settles the ambiguous COMMIT of a transaction that has no Verify of its own: " +
+	"the contention scenario's transactions. In the tasks scenario it settles none: " + tasksVerifyReason + "."
+
+// tasksVerifyReason is why the tasks scenario leaves the commit verifier
+// nothing to settle.
+const tasksVerifyReason = "every task-store write has a Verify of its own (the per-shape table's verified columns), " +
+	"and claims and recovery are idempotent"
+
 // Verifiers are the --verifier choices.
 var Verifiers = []string{VerifierAuto, VerifierNone, VerifierXact, VerifierMarker}
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,29 +23,52 @@ func init() {
 	register(command{name: "chaos", summary: "drive a task store under injected faults and an outage; check nothing was lost or applied twice", run: runChaos})
 }
 
-const chaosUsage = `usage: sqlretry chaos [--scenario tasks|contention] [flags] [--json]
+// chaosUsage is the short help, chaos --help: what the command does, how
+// to start, and the essential flags (chaosEssentials); chaosUsageAll, for
+// --help-all, says the rest and lists every flag.
+var chaosUsage = `usage: sqlretry chaos [flags] [--json]
+
+Drives the reference task store with concurrent workers while injecting faults and an
+outage, then checks that nothing was lost, applied twice or told the wrong outcome.
+
+  sqlretry chaos                                  20 s on a temporary SQLite database
+  sqlretry chaos --dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
+  sqlretry chaos --dsn 'root@tcp(127.0.0.1:3306)/test'
+  sqlretry chaos --compare naive --plot run.png   the same seeded run with blind replay beside it
+  sqlretry chaos --scenario contention            hot rows under three retry policies
+
+` + wrap("--dsn is "+chaos.DSNForms+"; the run works in a schema or database of its own and drops it.", 88) + `
+Exit 0: every check held; 1: a check failed; 2: bad input; 130: interrupted (Ctrl-C).
+Run 'sqlretry chaos --help-all' for every flag: the retry policy, faults and outages,
+fleets (--processes), clusters (--cluster galera, --failover) and the commit verifier.`
+
+// chaosEssentials are the flags chaos --help lists.
+var chaosEssentials = []string{"dsn", "duration", "seed", "workers", "scenario", "compare", "plot", "json", "help-all"}
+
+var chaosUsageAll = `usage: sqlretry chaos [--scenario tasks|contention] [flags] [--json]
 
 tasks (the default): drives the reference task store with concurrent workers while
 injecting every kind of fault and a sustained outage, then checks that nothing was lost
-or applied twice. --compare naive runs the same seeded workload again with blind replay
-and sets the two side by side (with --plot, the damage over time beside sqlretry's).
+or applied twice. The run is timed (--duration), not counted: it does as many operations
+as it finishes in that time. Reads run only to resynchronise a worker after a write
+failed, so most of them run in the outage. --compare naive runs the same seeded workload
+again, for as long, with blind replay and sets the two side by side (with --plot, the
+damage over time beside sqlretry's); the seed fixes the fault plan and the mix of
+operations, not how many each run does.
 contention: hot rows and opposite-order two-row transactions (deadlocks on a server,
 several writers on one SQLite file), with a few COMMITs failing with the connection reset
 (some had committed, some not: only a verifier can tell), run three times: under
 sqlretry's policy (the policy flags), the old defaults (3 retries, contention drawing
 from the budget) and a blind loop (every error retried, no budget); it reports success
 rate, latency, attempts per call and budget refusals side by side.
-Commit settlement: a transaction that runs through RunTx without a Verify of its own
-(the contention scenario's; the task store has none) has an ambiguous COMMIT settled by
---verifier (default auto: postgres pg_xact_status, then a marker table; mysql and sqlite
-a marker table, created in the run's own schema). The report counts the ambiguous
-COMMITs, settled applied, settled not applied and still ambiguous, and checks every
-verdict against the database.
-Default: a temporary SQLite database. With --dsn, your PostgreSQL or MariaDB (the run
-uses a schema or database of its own and drops it), with wire faults through a proxy
-(tasks only); the proxy cannot see COMMITs inside TLS, so a run whose connections are
-encrypted is refused: add sslmode=disable (postgres) or tls=false (mysql), or --no-proxy.
-A DSN that looks like another engine's than --engine is refused.
+` + wrap(chaos.VerifierScope+" --verifier auto (the default) is, on PostgreSQL, pg_xact_status, then "+
+	"a marker table; on MariaDB and SQLite a marker table, created in the run's own schema. The report counts the "+
+	"ambiguous COMMITs, settled applied, settled not applied and still ambiguous, and holds every verdict against the database.", 88) + `
+` + wrap("--dsn is "+chaos.DSNForms+". Without one, a temporary SQLite database.", 88) + ` With a server's,
+the run uses a schema or database of its own and drops it, and puts wire faults
+through a proxy (tasks only); the proxy cannot see COMMITs inside TLS, so a run whose
+connections are encrypted is refused: add sslmode=disable (postgres) or tls=false
+(mysql), or --no-proxy. A DSN that looks like another engine's than --engine is refused.
 --processes N (tasks only): a fleet. N worker processes (this command re-executed) share
 the one database, each with --workers workers and its own policy, retry budget, fault plan
 and proxy, with seeds derived from --seed; the report shows each process and the fleet's
@@ -60,10 +84,11 @@ writer is the node killed); spread: connections start at each node in turn (mult
 writes). Reads wait for the cluster (wsrep_sync_wait=1).
 --failover: the same on PostgreSQL: with no --dsn, a throwaway primary and synchronous
 standby, the primary stopped (-m immediate) at 40 % and the standby promoted; or your
-servers, a multi-host DSN with target_session_attrs=read-write. The commit verifier is
-the marker table (pg_xact_status cannot answer across a promote). Both report the events,
-the recovery after each (first call told OK, ok/s back to 80 %), mark them on --plot, and
-check the invariants on the surviving cluster (Galera: every live node must agree).
+servers, a multi-host DSN with target_session_attrs=read-write. Its commit verifier is
+the marker table alone (pg_xact_status cannot answer across a promote). Both report the
+events, the recovery after each (first call told OK, ok/s back to 80 %), mark them on
+--plot, and check the invariants on the surviving cluster (Galera: every live node must
+agree).
 On a terminal, progress is one line redrawn in place; piped, one line a second.
 Exit 0: every check held; 1: a check failed (in a run cut short too), but not the
 naive comparison run's violations, which --compare naive is there to show (the exit
@@ -173,8 +198,8 @@ func (r *redactWriter) Flush() {
 	}
 }
 
-// chaosOpts are the flags of `sqlretry chaos`; Validate turns them into the
-// run's chaos.Config.
+// chaosOpts are the flags of `sqlretry chaos`: Validate checks them,
+// changing nothing, and config builds the run's chaos.Config from them.
 type chaosOpts struct {
 	cfg        chaos.Config
 	scenario   string
@@ -189,6 +214,7 @@ type chaosOpts struct {
 	naive      bool
 	plot       string
 	json       bool
+	helpAll    bool
 	set        map[string]bool // the flags given on the command line
 }
 
@@ -197,7 +223,8 @@ func (o *chaosOpts) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.scenario, "scenario", string(chaos.ScenarioTasks), "the workload: tasks (the task store, faults and an outage) or contention (hot rows under three policies)")
 	fs.IntVar(&o.cfg.HotRows, "hot-rows", 0, fmt.Sprintf("contention: the rows each transaction picks its two from (default %d)", chaos.DefaultHotRows))
 	fs.StringVar(&o.engine, "engine", "", engine.Help(chaos.Engines...)+" (default: from --dsn, else sqlite)")
-	fs.StringVar(&o.cfg.DSN, "dsn", "", "the database: a PostgreSQL URL or key=value DSN, a go-sql-driver MySQL DSN, or an SQLite file to create")
+	fs.StringVar(&o.cfg.DSN, "dsn", "", "the database: a PostgreSQL URL or libpq key=value settings, a go-sql-driver MySQL/MariaDB DSN (user:pw@tcp(host:3306)/db), "+
+		"or a new SQLite file (file:PATH, or a path ending .db, .sqlite or .sqlite3); default: a temporary SQLite file")
 	fs.DurationVar(&o.cfg.Duration, "duration", 20*time.Second, "how long the workload runs (contention: under each policy)")
 	fs.IntVar(&o.cfg.Workers, "workers", 8, "concurrent workers (with --processes: in each process)")
 	fs.IntVar(&o.cfg.Processes, "processes", 1, fmt.Sprintf("tasks: run a fleet of N worker processes (this command again) on one database, "+
@@ -220,15 +247,17 @@ func (o *chaosOpts) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.cfg.Verifier, "verifier", chaos.VerifierAuto, "the commit verifier that settles an ambiguous COMMIT of a transaction without a Verify of its own: "+
 		"auto (postgres: pg_xact_status, then a marker table; mysql, sqlite: a marker table), xact (pg_xact_status; postgres only), marker, or none")
 	fs.BoolVar(&o.json, "json", false, "write one JSON document to standard output")
+	fs.BoolVar(&o.helpAll, "help-all", false, "print the whole help: what every scenario and kind of run does, and every flag")
 	fs.StringVar(&o.cfg.Cluster, "cluster", "", "galera: run on a MariaDB Galera cluster: every node in --dsn, or with no --dsn a throwaway 3-node cluster, a node killed and rejoined")
 	fs.StringVar(&o.cfg.GaleraRouting, "galera-routing", "", "--cluster galera: sequential (default: every connection to one writer node, the next in order when it fails) or spread (each connection starts at the next node: multi-primary writes)")
 	fs.BoolVar(&o.cfg.Failover, "failover", false, "run on a PostgreSQL primary and standby: a multi-host --dsn with target_session_attrs=read-write, or with no --dsn a throwaway pair, the primary stopped and the standby promoted")
 }
 
-// Validate checks what only the command line can get wrong — a flag set to
-// zero where chaos.Config would read zero as its default, flags that
-// contradict each other, the plot file — and leaves every other check to
-// chaos.Config.Validate, which names the flag.
+// Validate reports the first bad flag, naming it; it changes nothing. It
+// checks what only the command line can get wrong — a flag set to zero
+// where chaos.Config would read zero as its default, flags that contradict
+// each other, the plot file — then the Config that config builds
+// (chaos.Config.Validate), and for --compare naive the naive run's too.
 func (o *chaosOpts) Validate() error {
 	positive := []struct {
 		flag string
@@ -265,30 +294,51 @@ func (o *chaosOpts) Validate() error {
 	case o.plot != "" && !strings.HasSuffix(strings.ToLower(o.plot), ".png") && !strings.HasSuffix(strings.ToLower(o.plot), ".svg"):
 		return fmt.Errorf("--plot %s: want a .png or .svg file name", o.plot)
 	}
+	cfg, err := o.config()
+	if err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if o.compare == "naive" {
+		// The comparison's own database: an SQLite file beside ours.
+		cfg.Naive = true
+		return cfg.Validate()
+	}
+	return nil
+}
+
+// config builds the run's chaos.Config from the flags, reading what
+// chaos.Config keeps apart from the command line (0 retries, a fault rate of
+// 0, --no-budget, --outage none); its error names a flag that does not
+// parse. It changes nothing: the caller sets the run's Progress and Notify.
+func (o *chaosOpts) config() (chaos.Config, error) {
+	cfg := o.cfg
 	var err error
-	if o.cfg.Scenario, err = chaos.ParseScenario(o.scenario); err != nil {
-		return fmt.Errorf("--scenario: %w", err)
+	if cfg.Scenario, err = chaos.ParseScenario(o.scenario); err != nil {
+		return chaos.Config{}, fmt.Errorf("--scenario: %w", err)
 	}
 	if o.engine != "" {
-		if o.cfg.Engine, err = engine.Parse(o.engine, chaos.Engines...); err != nil {
-			return fmt.Errorf("--engine: %w", err)
+		if cfg.Engine, err = engine.Parse(o.engine, chaos.Engines...); err != nil {
+			return chaos.Config{}, fmt.Errorf("--engine: %w", err)
 		}
 	}
 	if o.kinds != "" {
-		if o.cfg.Kinds, err = chaos.ParseKinds(o.kinds); err != nil {
-			return fmt.Errorf("--faults: %w", err)
+		if cfg.Kinds, err = chaos.ParseKinds(o.kinds); err != nil {
+			return chaos.Config{}, fmt.Errorf("--faults: %w", err)
 		}
 	}
 	if o.outages.set {
-		o.cfg.Outages = o.outages.list
+		cfg.Outages = slices.Clone(o.outages.list)
 	}
-	o.cfg.Policy.MaxRetries = cmp.Or(o.maxRetries, sqlretry.NoRetries) // 0 on the command line: none
-	o.cfg.FaultRate = cmp.Or(o.faultRate, -1)                          // 0 on the command line: none
-	o.cfg.Policy.NoBudget = o.noBudget || !o.budget
-	o.cfg.Naive = o.naive
+	cfg.Policy.MaxRetries = cmp.Or(o.maxRetries, sqlretry.NoRetries) // 0 on the command line: none
+	cfg.FaultRate = cmp.Or(o.faultRate, -1)                          // 0 on the command line: none
+	cfg.Policy.NoBudget = o.noBudget || !o.budget
+	cfg.Naive = o.naive
 	// The damage over time is drawn only beside a naive run.
-	o.cfg.Damage = o.plot != "" && (o.compare == "naive" || o.naive)
-	return o.cfg.Validate()
+	cfg.Damage = o.plot != "" && (o.compare == "naive" || o.naive)
+	return cfg, nil
 }
 
 func chaosMain(ctx context.Context, env Env, tty display, args []string) int {
@@ -298,39 +348,43 @@ func chaosMain(ctx context.Context, env Env, tty display, args []string) int {
 	red := chaos.NewRedactor(dsnArg(args))
 	pos, err := parseFlags(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		return printHelp(env, chaosUsage, fs)
+		return printHelp(env, chaosUsage, essentialFlags(fs, chaosEssentials))
 	}
 	if err == nil && len(pos) > 0 {
-		err = fmt.Errorf("unexpected argument %q", pos[0])
+		err = fmt.Errorf("unexpected argument %q (chaos takes flags only)", pos[0])
 	}
 	if err != nil {
-		return badInput(env, "chaos: %s", red.String(err.Error()))
+		return badInput(env, "chaos: %s", red.String(flagError(fs, err)))
+	}
+	if o.helpAll {
+		return printHelp(env, chaosUsageAll, fs)
 	}
 	red = chaos.NewRedactor(o.cfg.DSN)
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 	if err := o.Validate(); err != nil {
 		return badInput(env, "chaos: %s", red.String(err.Error()))
 	}
+	cfg, _ := o.config() // Validate built it once already
 	removePlot, err := touchPlot(o.plot)
 	if err != nil {
 		return badInput(env, "chaos: --plot %s: %v", o.plot, err)
 	}
-	if o.cfg.Scenario == chaos.ScenarioContention {
-		return runContention(ctx, env, tty, &o, red, removePlot)
+	if cfg.Scenario == chaos.ScenarioContention {
+		return runContention(ctx, env, tty, &o, cfg, red, removePlot)
 	}
-	return runTasks(ctx, env, tty, &o, red, removePlot)
+	return runTasks(ctx, env, tty, &o, cfg, red, removePlot)
 }
 
 // runTasks runs the tasks scenario (and its naive comparison) and writes
 // its report and plot.
-func runTasks(ctx context.Context, env Env, tty display, o *chaosOpts, red *chaos.Redactor, removePlot func()) int {
+func runTasks(ctx context.Context, env Env, tty display, o *chaosOpts, cfg chaos.Config, red *chaos.Redactor, removePlot func()) int {
 	prog := newProgress(env.Stderr, tty)
-	o.cfg.Progress = prog.Update
-	o.cfg.Notify = func(msg string) { fmt.Fprintln(env.Stderr, "chaos: "+msg) }
-	ours, err := chaos.Run(ctx, o.cfg)
+	cfg.Progress = prog.Update
+	cfg.Notify = func(msg string) { fmt.Fprintln(env.Stderr, "chaos: "+msg) }
+	ours, err := chaos.Run(ctx, cfg)
 	var naive *chaos.RunReport
 	if err == nil && o.compare == "naive" && !ours.Interrupted {
-		ncfg := o.cfg
+		ncfg := cfg
 		ncfg.Naive = true
 		naive, err = chaos.Run(ctx, ncfg)
 		if errors.Is(err, chaos.ErrInterrupted) {
@@ -340,7 +394,7 @@ func runTasks(ctx context.Context, env Env, tty display, o *chaosOpts, red *chao
 	prog.Finish()
 	if errors.Is(err, chaos.ErrInterrupted) {
 		removePlot()
-		return interruptedBeforeStart(env, o)
+		return interruptedBeforeStart(env, o, cfg)
 	}
 	if err != nil {
 		removePlot()
@@ -393,10 +447,10 @@ func tasksExit(ctx context.Context, ours, naive *chaos.RunReport) int {
 
 // runContention runs the contention scenario and writes its report and
 // plot. Each mode's run gets a progress display of its own.
-func runContention(ctx context.Context, env Env, tty display, o *chaosOpts, red *chaos.Redactor, removePlot func()) int {
+func runContention(ctx context.Context, env Env, tty display, o *chaosOpts, cfg chaos.Config, red *chaos.Redactor, removePlot func()) int {
 	var prog *chaos.Progress
 	mode := ""
-	o.cfg.Progress = func(s chaos.Sample) {
+	cfg.Progress = func(s chaos.Sample) {
 		if prog == nil || s.Mode != mode {
 			if prog != nil {
 				prog.Finish()
@@ -407,7 +461,7 @@ func runContention(ctx context.Context, env Env, tty display, o *chaosOpts, red 
 		}
 		prog.Update(s)
 	}
-	r, err := chaos.RunContention(ctx, o.cfg)
+	r, err := chaos.RunContention(ctx, cfg)
 	if prog != nil {
 		prog.Finish()
 	}
@@ -440,6 +494,36 @@ func runContention(ctx context.Context, env Env, tty display, o *chaosOpts, red 
 	return ExitOK
 }
 
+// wrap breaks text into lines of at most width columns, at spaces.
+func wrap(text string, width int) string {
+	var b strings.Builder
+	n := 0
+	for i, w := range strings.Fields(text) {
+		if i > 0 && n+1+len(w) > width {
+			b.WriteByte('\n')
+			n = 0
+		} else if i > 0 {
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(w)
+		n += len(w)
+	}
+	return b.String()
+}
+
+// essentialFlags is a FlagSet of fs's flags named in names, in that
+// order's sorted form (as PrintDefaults lists them), for a short help.
+func essentialFlags(fs *flag.FlagSet, names []string) *flag.FlagSet {
+	short := newFlagSet(fs.Name())
+	for _, n := range names {
+		if f := fs.Lookup(n); f != nil {
+			short.Var(f.Value, f.Name, f.Usage)
+		}
+	}
+	return short
+}
+
 // touchPlot makes sure the plot file can be written before the run, not
 // after it. The function it returns removes the file again if touchPlot
 // created it (the run failed).
@@ -463,7 +547,7 @@ func touchPlot(file string) (remove func(), err error) {
 // interruptedBeforeStart reports a tasks run interrupted before its
 // workload started: nothing ran, so nothing was checked. --json still gets
 // its one document.
-func interruptedBeforeStart(env Env, o *chaosOpts) int {
+func interruptedBeforeStart(env Env, o *chaosOpts, cfg chaos.Config) int {
 	if o.json {
 		doc := struct {
 			Scenario    string `json:"scenario"`
@@ -471,7 +555,7 @@ func interruptedBeforeStart(env Env, o *chaosOpts) int {
 			PlannedMS   int64  `json:"planned_duration_ms"`
 			Interrupted bool   `json:"interrupted"`
 			OK          bool   `json:"ok"`
-		}{string(chaos.ScenarioTasks), 0, o.cfg.WithDefaults().Duration.Milliseconds(), true, false}
+		}{string(chaos.ScenarioTasks), 0, cfg.WithDefaults().Duration.Milliseconds(), true, false}
 		_ = writeJSON(env.Stdout, doc)
 	} else {
 		fmt.Fprintln(env.Stdout, "INTERRUPTED before the workload started: nothing ran, nothing to check")

@@ -57,7 +57,7 @@ func runClassify(ctx context.Context, env Env, args []string) int {
 	args, negatives := splitNegatives(args)
 	pos, err := parseFlags(fs, args)
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		return badInput(env, "classify: %v", err)
+		return badInput(env, "classify: %s", flagError(fs, err))
 	}
 	if *help || err != nil {
 		return printHelp(env, classifyUsage, fs)

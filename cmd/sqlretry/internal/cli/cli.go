@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -153,9 +154,52 @@ func parseArgs(env Env, fs *flag.FlagSet, usage string, args []string) (pos []st
 		return nil, printHelp(env, usage, fs), true
 	}
 	if err != nil {
-		return nil, badInput(env, "%s: %v", fs.Name(), err), true
+		return nil, badInput(env, "%s: %s", fs.Name(), flagError(fs, err)), true
 	}
 	return pos, ExitOK, false
+}
+
+// flagError rewrites a flag package error in the command's words: the flag
+// as --name, with the value given and what the flag wants ("--seed "-1":
+// want a whole number >= 0", not "invalid value "-1" for flag -seed: parse
+// error").
+func flagError(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return fmt.Sprintf("unknown flag --%s (run 'sqlretry %s --help' for the flags)", strings.TrimLeft(name, "-"), fs.Name())
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return fmt.Sprintf("--%s needs a value", strings.TrimLeft(name, "-"))
+	}
+	m := invalidFlagValue.FindStringSubmatch(msg)
+	if m == nil {
+		return msg
+	}
+	value, name, why := m[1], m[2], m[3]
+	if why == "parse error" || why == "value out of range" {
+		if f := fs.Lookup(name); f != nil {
+			if want, ok := flagWants[fmt.Sprintf("%T", f.Value)]; ok {
+				why = "want " + want
+			}
+		}
+	}
+	return fmt.Sprintf("--%s %s: %s", name, value, why)
+}
+
+// invalidFlagValue matches the flag package's error for a value that does
+// not parse: the value (quoted), the flag and why.
+var invalidFlagValue = regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-([^:]+): (.*)$`)
+
+// flagWants says what a flag of each of the flag package's value types
+// takes.
+var flagWants = map[string]string{
+	"*flag.intValue":      "a whole number",
+	"*flag.int64Value":    "a whole number",
+	"*flag.uintValue":     "a whole number >= 0",
+	"*flag.uint64Value":   "a whole number >= 0",
+	"*flag.float64Value":  "a number",
+	"*flag.durationValue": "a duration, such as 500ms, 2s or 1m30s",
+	"*flag.boolValue":     "true or false",
 }
 
 // parseNoArgs is parseArgs for a subcommand that takes flags only: a

@@ -75,7 +75,15 @@ func TestMainBadInput(t *testing.T) {
 		{[]string{"explode"}, `unknown subcommand "explode"`},
 		{[]string{"help", "explode"}, `help: unknown subcommand "explode"`},
 		{[]string{"version", "extra"}, `version: unexpected argument "extra"`},
-		{[]string{"version", "--bogus"}, "version: flag provided but not defined: -bogus"},
+		{[]string{"version", "--bogus"}, "version: unknown flag --bogus (run 'sqlretry version --help' for the flags)"},
+		{[]string{"chaos", "--seed", "-1"}, `chaos: --seed "-1": want a whole number >= 0`},
+		{[]string{"chaos", "--duration", "fast"}, `chaos: --duration "fast": want a duration, such as 500ms, 2s or 1m30s`},
+		{[]string{"chaos", "--json=maybe"}, `chaos: --json "maybe": want true or false`},
+		{[]string{"chaos", "--outage", "0s@1s"}, `chaos: --outage "0s@1s": outage "0s@1s": length "0s" is not a positive duration`},
+		{[]string{"chaos", "--dsn"}, "chaos: --dsn needs a value"},
+		{[]string{"chaos", "now"}, `chaos: unexpected argument "now"`},
+		{[]string{"classify", "--engine", "mysql", "--wat", "1213"}, "classify: unknown flag --wat"},
+		{[]string{"proxy", "--target", "127.0.0.1:1", "--listen", "999.1.1.1:0"}, "proxy: --listen"},
 	}
 	for _, tt := range tests {
 		exit, stdout, stderr := runMain(tt.args...)

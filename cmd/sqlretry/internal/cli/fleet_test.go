@@ -15,8 +15,15 @@ import (
 
 // TestMain serves a chaos fleet's worker processes: `chaos --processes N`
 // starts this test binary again with chaos.WorkerEnv set, as the command
-// starts itself.
+// starts itself. With runAsCommand set, the binary is the command: it runs
+// its arguments as main.go does (see runCommandIn).
 func TestMain(m *testing.M) {
+	if os.Getenv(runAsCommand) != "" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
 	if os.Getenv(chaos.WorkerEnv) != "" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		code := Main(ctx, []string{"chaos"}, os.Stdout, os.Stderr)

@@ -101,7 +101,7 @@ func runProxy(ctx context.Context, env Env, args []string) int {
 		Listen: *listen, Target: *target, Protocol: proto, Fault: fault, Logger: slog.New(handler),
 	})
 	if err != nil {
-		return badInput(env, "proxy: %v", err)
+		return badInput(env, "proxy: %s", proxyFlagError(err))
 	}
 	start := time.Now()
 	first := env.Stdout
@@ -131,6 +131,18 @@ func runProxy(ctx context.Context, env Env, args []string) int {
 		counts.Latency, counts.Reset, counts.Blackhole, counts.Refuse, counts.CutAfterCommit, counts.CommitsSeen)
 	warnTLS(env, counts)
 	return ExitOK
+}
+
+// proxyFlagError names the flag behind a proxy.Config field in an error of
+// proxy.New ("proxy: Config.Listen: ..." is --listen's).
+func proxyFlagError(err error) string {
+	msg := err.Error()
+	for field, flag := range map[string]string{"Listen": "--listen", "Target": "--target", "Protocol": "--protocol", "Fault": "--fault"} {
+		if rest, ok := strings.CutPrefix(msg, "proxy: Config."+field); ok {
+			return flag + rest
+		}
+	}
+	return msg
 }
 
 // warnTLS repeats, at the end, the warning the proxy logged as each

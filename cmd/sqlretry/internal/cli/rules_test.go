@@ -176,7 +176,7 @@ func TestOneEngineVocabulary(t *testing.T) {
 	if code != ExitBadInput || !strings.Contains(errs, "--engine") || !strings.Contains(errs, "sqlserver is not supported here") {
 		t.Errorf("chaos --engine mssql: exit %d, stderr %q", code, errs)
 	}
-	for _, args := range [][]string{{"classify", "--help"}, {"rules", "help"}, {"chaos", "--help"}} {
+	for _, args := range [][]string{{"classify", "--help"}, {"rules", "help"}, {"chaos", "--help-all"}} {
 		_, out, _ := runCLI(args...)
 		for _, name := range []string{"postgres (postgresql, pg)", "mysql (mariadb)", "sqlite (sqlite3)"} {
 			if !strings.Contains(out, name) {
