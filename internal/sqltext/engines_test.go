@@ -12,13 +12,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	_ "modernc.org/sqlite"
+	"modernc.org/sqlite"
 
 	"github.com/sqlretry/sqlretry/internal/dbtest"
 )
@@ -54,7 +55,37 @@ type engine interface {
 	name() string
 	// judge runs s and returns why it wrote, or "" if it did not.
 	judge(ctx context.Context, s string) (wrote string, err error)
+	// ask runs a query of CheckUserFuncs on the judge's session.
+	ask(ctx context.Context, query string, args []any) (bool, error)
+	engine() Engine
 	close()
+}
+
+// claimsRead reports whether the analysis lets s be replayed as a read on
+// e's engine: IsReadOnly, and, for a text that names functions a user's may
+// answer to, CheckUserFuncs finds none of them in e's catalog. The judges'
+// databases hold users' functions that write, qualified, overloading a
+// built-in's name, reached by attribute notation, folded at plan time.
+func claimsRead(ctx context.Context, e engine, s string) (bool, error) {
+	in := Analyze(s)
+	if !in.ReadOnly {
+		return false, nil
+	}
+	if !in.Calls {
+		return true, nil
+	}
+	names, ok := CalledNames(e.engine(), s)
+	if !ok {
+		return false, nil
+	}
+	switch err := CheckUserFuncs(ctx, e.engine(), names, e.ask); {
+	case err == nil:
+		return true, nil
+	case errors.As(err, new(*UserFuncError)):
+		return false, nil
+	default:
+		return false, err
+	}
 }
 
 // engineTimeout bounds one text's run on one engine.
@@ -199,7 +230,19 @@ func openPostgres(ctx context.Context, tb testing.TB, dsn string) (*pgEngine, er
 		`INSERT INTO t VALUES ` + scratchRows,
 		`INSERT INTO u VALUES ` + scratchRows,
 		`CREATE SEQUENCE s`,
+	} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			return nil, fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	for _, q := range pgUserFuncs {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			return nil, fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	for _, q := range []string{
 		`CREATE ROLE "` + role + `" LOGIN`,
+		`GRANT USAGE ON SCHEMA audit, app, jobs TO "` + role + `"`,
 		`ALTER ROLE "` + role + `" SET statement_timeout = '2s'`,
 		`ALTER ROLE "` + role + `" SET lock_timeout = '1s'`,
 		`GRANT ALL ON ALL TABLES IN SCHEMA public TO "` + role + `"`,
@@ -234,7 +277,44 @@ func openPostgres(ctx context.Context, tb testing.TB, dsn string) (*pgEngine, er
 	return e, e.connect(ctx)
 }
 
+// pgUserFuncs are users' functions that write (each INSERTs into t, which
+// a read-only transaction refuses), as a judge's database holds them: by a
+// schema's name, overloading a built-in's name for other argument types,
+// reached as t.audit, STABLE and IMMUTABLE ones that call the writer (an
+// IMMUTABLE call with constants is folded while EXPLAIN plans it), and an
+// unknown one a FROM gives an alias.
+var pgUserFuncs = []string{
+	`CREATE SCHEMA audit`, `CREATE SCHEMA app`, `CREATE SCHEMA jobs`,
+	`CREATE FUNCTION public.w(m text) RETURNS int LANGUAGE plpgsql AS $$ BEGIN INSERT INTO t VALUES (100 + length(m), 0, m) ON CONFLICT DO NOTHING; RETURN 1; END $$`,
+	`CREATE FUNCTION audit.log(m text) RETURNS int LANGUAGE sql AS $$ SELECT public.w(m) $$`,
+	`CREATE FUNCTION app.insert(m text) RETURNS int LANGUAGE sql AS $$ SELECT public.w(m) $$`,
+	`CREATE FUNCTION jobs.replace(n int) RETURNS int LANGUAGE sql AS $$ SELECT public.w(n::text) $$`,
+	`CREATE FUNCTION public.log(m text) RETURNS int LANGUAGE sql AS $$ SELECT public.w(m) $$`,
+	`CREATE FUNCTION public.lower(n int) RETURNS int LANGUAGE sql AS $$ SELECT public.w(n::text) $$`,
+	`CREATE FUNCTION public.audit(r t) RETURNS int LANGUAGE sql AS $$ SELECT public.w(r.b) $$`,
+	`CREATE FUNCTION public.upper(n int) RETURNS int STABLE LANGUAGE plpgsql AS $$ BEGIN RETURN public.w(n::text); END $$`,
+	`CREATE FUNCTION public.format(n int) RETURNS int IMMUTABLE LANGUAGE plpgsql AS $$ BEGIN RETURN public.w(n::text); END $$`,
+	`CREATE FUNCTION public.bump() RETURNS SETOF int LANGUAGE sql AS $$ SELECT public.w('bump') $$`,
+}
+
 func (e *pgEngine) name() string { return "PostgreSQL" }
+
+func (e *pgEngine) engine() Engine { return Postgres }
+
+func (e *pgEngine) ask(ctx context.Context, q string, args []any) (bool, error) {
+	if e.conn == nil || e.conn.IsClosed() {
+		if err := e.connect(ctx); err != nil {
+			return false, err
+		}
+	}
+	rows, err := e.conn.Query(ctx, q, args...)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	found := rows.Next()
+	return found, rows.Err()
+}
 
 func (e *pgEngine) connect(ctx context.Context) error {
 	e.last = ""
@@ -388,7 +468,13 @@ func openMariaDB(ctx context.Context, tb testing.TB, dsn string) (*myEngine, err
 		`CREATE SEQUENCE s NOCACHE`,
 		"CREATE USER '" + user + "'@'%'",
 		"GRANT ALL ON `" + cfg.DBName + "`.* TO '" + user + "'@'%'",
+		"GRANT SELECT ON mysql.func TO '" + user + "'@'%'",
 	} {
+		if _, err := admin.ExecContext(ctx, q); err != nil {
+			return nil, fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	for _, q := range myUserFuncs {
 		if _, err := admin.ExecContext(ctx, q); err != nil {
 			return nil, fmt.Errorf("%s: %w", q, err)
 		}
@@ -417,7 +503,33 @@ func openMariaDB(ctx context.Context, tb testing.TB, dsn string) (*myEngine, err
 	return e, e.connect(ctx)
 }
 
+// myUserFuncs are users' stored functions that write (an INSERT, which a
+// read-only transaction refuses, whatever the function's declared SQL
+// data access), as a judge's database holds them: names that MySQL does not
+// build in (INITCAP, STRING_AGG), and names of built-ins the parser reads
+// specially, which a stored function answers when a space or a comment
+// comes before "(" (COUNT, SUM, RANK).
+var myUserFuncs = []string{
+	"CREATE FUNCTION initcap(m varchar(64)) RETURNS int MODIFIES SQL DATA BEGIN INSERT INTO t VALUES (100, 0, m); RETURN 1; END",
+	"CREATE FUNCTION string_agg(m varchar(64), sep varchar(8)) RETURNS int NO SQL BEGIN INSERT INTO t VALUES (101, 0, m); RETURN 1; END",
+	"CREATE FUNCTION `count`(n int) RETURNS int BEGIN INSERT INTO t VALUES (102, n, 'count'); RETURN 1; END",
+	"CREATE FUNCTION `sum`(n int) RETURNS int BEGIN INSERT INTO t VALUES (103, n, 'sum'); RETURN 1; END",
+	"CREATE FUNCTION `rank`() RETURNS int BEGIN INSERT INTO t VALUES (104, 0, 'rank'); RETURN 1; END",
+}
+
 func (e *myEngine) name() string { return "MariaDB" }
+
+func (e *myEngine) engine() Engine { return MySQL }
+
+func (e *myEngine) ask(ctx context.Context, q string, args []any) (bool, error) {
+	rows, err := e.conn.QueryContext(ctx, q, args...)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	found := rows.Next()
+	return found, rows.Err()
+}
 
 func (e *myEngine) connect(ctx context.Context) error {
 	e.last = ""
@@ -581,7 +693,33 @@ func openSQLite(ctx context.Context) (*liteEngine, error) {
 	return e, e.connect(ctx)
 }
 
+// liteCalls counts the calls of the judges' application-defined functions:
+// log(x) and initcap(x), which replace or add to SQLite's built-ins on
+// every connection the driver opens, and whose side effect (the count) is
+// part of the SQLite judge's checksum.
+var liteCalls atomic.Int64
+
+func init() {
+	for _, name := range []string{"log", "initcap"} {
+		sqlite.MustRegisterScalarFunction(name, 1, func(*sqlite.FunctionContext, []driver.Value) (driver.Value, error) {
+			return liteCalls.Add(1), nil
+		})
+	}
+}
+
 func (e *liteEngine) name() string { return "SQLite" }
+
+func (e *liteEngine) engine() Engine { return SQLite }
+
+func (e *liteEngine) ask(ctx context.Context, q string, args []any) (bool, error) {
+	rows, err := e.conn.QueryContext(ctx, q, args...)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	found := rows.Next()
+	return found, rows.Err()
+}
 
 func (e *liteEngine) connect(ctx context.Context) error {
 	if e.conn != nil {
@@ -627,7 +765,7 @@ func (e *liteEngine) checksum(ctx context.Context) (string, error) {
 	if err := e.conn.QueryRowContext(ctx, "PRAGMA query_only").Scan(&qo); err != nil {
 		return "", err
 	}
-	return sum + " | query_only " + qo, nil
+	return sum + " | query_only " + qo + " | application functions called " + strconv.FormatInt(liteCalls.Load(), 10), nil
 }
 
 func (e *liteEngine) judge(ctx context.Context, s string) (string, error) {
@@ -699,10 +837,29 @@ func FuzzReadOnlyEngines(f *testing.F) {
 		if len(s) > maxEngineText || !IsReadOnly(s) {
 			return
 		}
-		if wrote := judgeAll(t, es, s); len(wrote) > 0 {
-			t.Fatalf("IsReadOnly(%q) = true, but it writes: %v", s, wrote)
-		}
+		checkClaims(t, es, s, judgeAll(t, es, s))
 	})
+}
+
+// checkClaims fails t if an engine that wrote running s is one on which
+// the analysis lets s be replayed as a read (claimsRead).
+func checkClaims(t testing.TB, es []engine, s string, wrote map[string]string) {
+	t.Helper()
+	for _, e := range es {
+		why, ok := wrote[e.name()]
+		if !ok {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), engineTimeout)
+		claimed, err := claimsRead(ctx, e, s)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: CheckUserFuncs for %q: %v", e.name(), s, err)
+		}
+		if claimed {
+			t.Fatalf("%q is a read on %s for the analysis, but it writes there: %s", s, e.name(), why)
+		}
+	}
 }
 
 // TestEnginesSeeWrites checks the judges themselves: each text below is a
@@ -741,6 +898,26 @@ func TestEnginesSeeWrites(t *testing.T) {
 		{"SELECT * FROM t LOCK IN SHARE MODE", ""},
 		{"EXPLAIN DELETE FROM t", ""},       // MariaDB refuses it in a read-only transaction, but only plans it
 		{"EXPLAIN SELECT nextval('s')", ""}, // the plan only
+		// Users' functions (pgUserFuncs, myUserFuncs, liteCalls).
+		{"SELECT audit.log('user signed in')", "PostgreSQL"},
+		{"SELECT app.insert('a')", "PostgreSQL"},
+		{"SELECT jobs.replace(1)", "PostgreSQL"},
+		{"SELECT * FROM audit.log('x')", "PostgreSQL"},
+		{"SELECT log('msg')", "PostgreSQL SQLite"},  // PostgreSQL: public.log(text) takes the literal
+		{"SELECT lower(1)", "PostgreSQL"},           // public.lower(int)
+		{"SELECT lower(b) FROM t", ""},              // pg_catalog.lower(text): an exact match
+		{"SELECT t.audit FROM t", "PostgreSQL"},     // audit(t), by attribute notation
+		{"SELECT x.audit FROM t x", "PostgreSQL"},   //
+		{"SELECT t.a FROM t", ""},                   // a column
+		{"SELECT upper(1)", "PostgreSQL"},           // STABLE, and it calls a VOLATILE writer
+		{"EXPLAIN SELECT format(1)", "PostgreSQL"},  // IMMUTABLE: folded while planning
+		{"SELECT * FROM bump() AS b", "PostgreSQL"}, // an alias, not a CTE's columns
+		{"SELECT initcap('x')", "MariaDB SQLite"},   // not a MySQL built-in
+		{"SELECT string_agg('x', ',')", "MariaDB"},  // NO SQL, and it writes
+		{"SELECT count (1)", "MariaDB"},             // a space: the stored function
+		{"SELECT count/**/(1)", "MariaDB"},          // a comment: the same
+		{"SELECT count(1)", ""},                     // the built-in
+		{"SELECT rank ()", "MariaDB"},               // a window function's name, alone
 	} {
 		got := judgeAll(t, es, c.sql)
 		t.Logf("%q: IsReadOnly %v, writes on %v", c.sql, IsReadOnly(c.sql), got)
@@ -750,8 +927,14 @@ func TestEnginesSeeWrites(t *testing.T) {
 				t.Errorf("%q on %s: wrote %v (%s), want %v", c.sql, name, ok, got[name], want)
 			}
 		}
-		if len(got) > 0 && IsReadOnly(c.sql) {
-			t.Errorf("IsReadOnly(%q) = true, but it writes: %v", c.sql, got)
+		for _, e := range es {
+			if _, ok := got[e.name()]; !ok {
+				continue
+			}
+			claimed, err := claimsRead(context.Background(), e, c.sql)
+			if err != nil || claimed {
+				t.Errorf("%q writes on %s, but the analysis lets it be replayed as a read there (%v)", c.sql, e.name(), err)
+			}
 		}
 	}
 }
@@ -875,4 +1058,62 @@ func TestHiddenWriteSweep(t *testing.T) {
 		}
 	}
 	t.Logf("%d texts, %d read-only, %d of them judged by the engines in %v", total, readOnly, judged, time.Since(start).Round(time.Second))
+}
+
+// TestMySQLBuiltinsBeatStoredFunctions checks mysqlBuiltins and
+// mysqlReserved against MariaDB: with a stored function of a name in
+// either, one that writes, the name called unqualified with "(" right after
+// it is the built-in or syntax (an error is fine), never the stored
+// function. CalledNames asks the catalog about every other name, and about
+// any name written with a space before "(".
+func TestMySQLBuiltinsBeatStoredFunctions(t *testing.T) {
+	dsn := dbtest.FreshMySQL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE called (name varchar(64))"); err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, 0, len(mysqlBuiltins)+len(mysqlReserved))
+	for n := range mysqlBuiltins {
+		names = append(names, n)
+	}
+	for n := range mysqlReserved {
+		names = append(names, n)
+	}
+	for _, n := range names {
+		create := "CREATE FUNCTION `" + n + "`(x INT) RETURNS INT BEGIN INSERT INTO called VALUES ('" + n + "'); RETURN 4242; END"
+		if _, err := db.ExecContext(ctx, create); err != nil {
+			t.Fatalf("%s: %v", create, err)
+		}
+		_, _ = db.ExecContext(ctx, "SELECT "+n+"(1)")
+		if mysqlReserved[n] {
+			continue
+		}
+		if got, ok := CalledNames(MySQL, "SELECT "+n+" (1)"); !ok || len(got) != 1 {
+			t.Errorf("CalledNames(MySQL, %q) = %q, %v: want it asked", "SELECT "+n+" (1)", got, ok)
+		}
+		if got, ok := CalledNames(MySQL, "SELECT "+n+"(1)"); !ok || len(got) != 0 {
+			t.Errorf("CalledNames(MySQL, %q) = %q, %v: want no name to ask", "SELECT "+n+"(1)", got, ok)
+		}
+	}
+	rows, err := db.QueryContext(ctx, "SELECT name FROM called")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		t.Errorf("SELECT %s(1) called the stored function %s: MariaDB does not build it in", n, n)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
 }
