@@ -1,9 +1,9 @@
 package chaos
 
 import (
+	"fmt"
 	"image/color"
 
-	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 )
@@ -24,12 +24,15 @@ var eventLegends = map[string]string{
 }
 
 // markEvents draws a cluster run's events as vertical lines up to ymax,
-// one legend entry per kind.
-func markEvents(p *plot.Plot, r *RunReport, ymax float64) {
+// one legend entry per kind. An event after the workload's end (a node
+// that rejoined as the run settled) has no line: its legend entry says
+// when it came.
+func (pn *panel) markEvents(r *RunReport, ymax float64) {
 	if r.Cluster == nil {
 		return
 	}
 	seen := map[string]bool{}
+	end := float64(r.DurationMS) / 1000
 	for _, e := range r.Cluster.Events {
 		if e.Err != "" {
 			continue
@@ -42,10 +45,15 @@ func markEvents(p *plot.Plot, r *RunReport, ymax float64) {
 		l.Color = eventColours[e.Kind]
 		l.Width = vg.Points(1.5)
 		l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
-		p.Add(l)
+		name := eventLegends[e.Kind]
+		if x > end {
+			name += fmt.Sprintf(" at %.1f s, after the workload", x)
+		} else {
+			pn.p.Add(l)
+		}
 		if !seen[e.Kind] {
 			seen[e.Kind] = true
-			p.Legend.Add(eventLegends[e.Kind], l)
+			pn.add(name, l)
 		}
 	}
 }

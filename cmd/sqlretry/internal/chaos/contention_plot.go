@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"image/color"
@@ -34,47 +35,65 @@ func WriteContentionPlot(path string, r *ContentionReport) error {
 
 // DrawContentionPlot is [WriteContentionPlot] to w, in format "png" or "svg".
 func DrawContentionPlot(w io.Writer, format string, r *ContentionReport) error {
-	if r == nil || len(r.Modes) == 0 {
-		return errors.New("no run to plot")
+	grid, err := contentionGrid(r)
+	if err != nil {
+		return err
 	}
-	top, middle, bottom := plot.New(), plot.New(), plot.New()
+	return renderGrid(w, format, grid, 18*vg.Centimeter, 8.5*vg.Centimeter)
+}
+
+// contentionGrid is the panels of [DrawContentionPlot], one above the
+// other.
+func contentionGrid(r *ContentionReport) ([][]panel, error) {
+	if r == nil || len(r.Modes) == 0 {
+		return nil, errors.New("no run to plot")
+	}
+	top, middle, bottom := newPanel(), newPanel(), newPanel()
 	total := float64(r.DurationMS) / 1000
-	top.Title.Text = fmt.Sprintf("sqlretry chaos --scenario contention: %s, %d workers on %d hot rows", r.Engine, r.Workers, r.HotRows)
-	top.Y.Label.Text = fmt.Sprintf("success rate, %% of calls (over %s)", successWindow)
-	bottom.Y.Label.Text = "retry budget (tokens)"
-	middle.Title.Text = "damage so far: calls applied twice, lost or told the wrong outcome"
-	middle.Y.Label.Text = "calls"
-	middle.Y.Tick.Marker = countTicks{}
+	top.p.Title.Text = fmt.Sprintf("sqlretry chaos --scenario contention: %s, %d workers on %d hot rows", r.Engine, r.Workers, r.HotRows)
+	if r.Interrupted {
+		top.p.Title.Text += fmt.Sprintf("\nINTERRUPTED in %s", cmp.Or(modeTitles[r.InterruptedIn], "the setup"))
+	}
+	top.p.Y.Label.Text = fmt.Sprintf("success rate, %% of calls (over %s)", successWindow)
+	bottom.p.Y.Label.Text = "retry budget (tokens)"
+	bottom.p.Y.Tick.Marker = plainTicks{}
+	middle.p.Title.Text = "damage so far: calls applied twice, lost or told the wrong outcome"
+	middle.p.Y.Label.Text = "calls"
+	middle.p.Y.Tick.Marker = countTicks{}
 	unbudgeted := []string{}
-	for _, p := range []*plot.Plot{top, middle, bottom} {
+	for _, p := range []*plot.Plot{top.p, middle.p, bottom.p} {
 		p.X.Label.Text = "seconds into each policy's run"
 		p.X.Min, p.X.Max, p.Y.Min = 0, total, 0
-		p.Legend.Top = true
 	}
-	top.Y.Max = 125 // headroom for the legend above 100 %
-	bottom.Y.Max = 13
-	middle.Y.Max = 1
+	top.p.Y.Max = 105
+	bottom.p.Y.Max = 11
+	middle.p.Y.Max = 1
+	// sqlretry first, as a broad band the others are drawn over: where
+	// the lines meet (100 %, no damage) every one still shows.
 	for _, m := range r.Modes {
 		rate, budget := successRates(m.Samples, successWindow), budgetLevels(m.Samples)
-		if err := addLine(top, rate, m.Mode); err != nil {
-			return err
+		if err := addLine(&top, rate, m.Mode); err != nil {
+			return nil, err
 		}
-		if err := addLine(middle, damageTotals(m.Damage, &middle.Y.Max), m.Mode); err != nil {
-			return err
+		if err := addLine(&middle, damageTotals(m.Damage, &middle.p.Y.Max), m.Mode); err != nil {
+			return nil, err
 		}
 		if len(budget) == 0 {
 			unbudgeted = append(unbudgeted, modeTitles[m.Mode])
 			continue
 		}
-		if err := addLine(bottom, budget, m.Mode); err != nil {
-			return err
+		for _, xy := range budget {
+			bottom.p.Y.Max = max(bottom.p.Y.Max, xy.Y*1.1)
+		}
+		if err := addLine(&bottom, budget, m.Mode); err != nil {
+			return nil, err
 		}
 	}
 	if len(unbudgeted) > 0 {
-		bottom.Title.Text = "retry budget (no budget at all: " + strings.Join(unbudgeted, ", ") + ")"
+		bottom.p.Title.Text = "retry budget (no budget at all: " + strings.Join(unbudgeted, ", ") + ")"
 	}
-	middle.Y.Max *= 1.35 // headroom for the legend
-	return renderGrid(w, format, [][]*plot.Plot{{top}, {middle}, {bottom}}, 20*vg.Centimeter, 26*vg.Centimeter)
+	middle.p.Y.Max *= 1.1
+	return [][]panel{{top}, {middle}, {bottom}}, nil
 }
 
 // damageTotals is a mode's damage so far at each point, and raises *ymax
@@ -88,13 +107,21 @@ func damageTotals(points []DamagePoint, ymax *float64) plotter.XYs {
 	return out
 }
 
-// addLine adds one mode's series to p, in the mode's colour.
-func addLine(p *plot.Plot, xys plotter.XYs, mode string) error {
-	var dashes []vg.Length
-	if mode == modeBlind {
-		dashes = []vg.Length{vg.Points(4), vg.Points(2)}
-	}
-	return addStyledLine(p, xys, modeTitles[mode], modeColors[mode], vg.Points(1.4), dashes)
+// modeStyles are the modes' line widths and dashes: sqlretry a broad
+// band drawn first, the others narrower over it.
+var modeStyles = map[string]struct {
+	width  vg.Length
+	dashes []vg.Length
+}{
+	modeSQLretry: {vg.Points(4.5), nil},
+	modeOld:      {vg.Points(1.5), nil},
+	modeBlind:    {vg.Points(1.5), []vg.Length{vg.Points(4), vg.Points(2)}},
+}
+
+// addLine adds one mode's series to pn, in the mode's colour and style.
+func addLine(pn *panel, xys plotter.XYs, mode string) error {
+	st := modeStyles[mode]
+	return pn.line(xys, modeTitles[mode], modeColors[mode], st.width, st.dashes)
 }
 
 // successRates turns cumulative samples into the percentage of calls told

@@ -222,6 +222,11 @@ func contentionFixture() *ContentionReport {
 				s.Budget = -1
 			}
 			m.Samples = append(m.Samples, s)
+			d := DamagePoint{ElapsedMS: el.Milliseconds()}
+			if mode == modeBlind {
+				d.AppliedTwice = int(el / (300 * time.Millisecond))
+			}
+			m.Damage = append(m.Damage, d)
 		}
 		r.Modes = append(r.Modes, m)
 	}
