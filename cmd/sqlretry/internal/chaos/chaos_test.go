@@ -236,6 +236,18 @@ func TestOutageOnInjectedClock(t *testing.T) {
 	if w := r.Outage.Windows[0]; w.OKInside != 0 || w.Calls == 0 {
 		t.Errorf("outage window: got %d operations begun and told OK inside it (of %d calls), want 0 of > 0", w.OKInside, w.Calls)
 	}
+	// Each shape's operations begun in the outage add up to the window's
+	// calls, and each operation is told exactly one outcome.
+	inOutage := 0
+	for name, sh := range r.Shapes {
+		inOutage += sh.InOutage
+		if sh.OK+sh.Failed+sh.Ambiguous+sh.Canceled != sh.Operations || sh.InOutage > sh.Operations {
+			t.Errorf("shape %s: %+v: want ok + failed + ambiguous + canceled = operations >= in_outage", name, sh)
+		}
+	}
+	if int64(inOutage) != r.Outage.Windows[0].Calls {
+		t.Errorf("operations begun in the outage: the shapes count %d, the window %d", inOutage, r.Outage.Windows[0].Calls)
+	}
 	if w := r.Outage.Windows[0]; w.Refused != r.Outage.Refused {
 		t.Errorf("outage window refused: got %d, want the run's %d", w.Refused, r.Outage.Refused)
 	}

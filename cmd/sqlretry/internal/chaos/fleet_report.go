@@ -202,6 +202,7 @@ func addShape(a, b ShapeReport) ShapeReport {
 	a.VerifiedNotApplied += b.VerifiedNotApplied
 	a.Ambiguous += b.Ambiguous
 	a.Canceled += b.Canceled
+	a.InOutage += b.InOutage
 	a.BudgetExhausted += b.BudgetExhausted
 	return a
 }

@@ -112,8 +112,13 @@ type ShapeReport struct {
 	VerifiedNotApplied int `json:"verified_not_applied"`
 	// Ambiguous counts calls that returned ErrAmbiguous: the caller was
 	// told the outcome is unknown, never told a guess.
-	Ambiguous       int     `json:"ambiguous"`
-	Canceled        int     `json:"canceled"`
+	Ambiguous int `json:"ambiguous"`
+	// Canceled counts calls the run's end cut off (Ctrl-C, SIGTERM): told
+	// the caller's context error, neither OK nor failed. Operations is
+	// OK + Failed + Ambiguous + Canceled.
+	Canceled int `json:"canceled"`
+	// InOutage counts the operations begun while an outage was on.
+	InOutage        int     `json:"in_outage"`
 	BudgetExhausted int     `json:"budget_exhausted"`
 	P50MS           float64 `json:"p50_ms"`
 	P99MS           float64 `json:"p99_ms"`
@@ -275,9 +280,8 @@ func (h *harness) finish(ctx context.Context) (*RunReport, error) {
 }
 
 // tasksSettlementNote says why the tasks scenario gives its commit
-// verifier nothing to do.
-const tasksSettlementNote = "no task-store transaction goes to the commit verifier: each write has a Verify of its own " +
-	"(the per-shape table's verified columns), claims and recovery are idempotent; the contention scenario's transactions have none"
+// verifier nothing to do, in the help's words ([VerifierScope]).
+const tasksSettlementNote = "in the tasks scenario, none: " + tasksVerifyReason
 
 // reportShapes fills in r's per-shape counts and latencies.
 func (h *harness) reportShapes(r *RunReport) {
@@ -287,7 +291,7 @@ func (h *harness) reportShapes(r *RunReport) {
 		lat := slices.Clone(s.latencies)
 		sr := ShapeReport{Operations: s.ops, OK: s.ok, Failed: s.failed, Faults: maps.Clone(s.faults), FailedBy: maps.Clone(s.failedBy),
 			Retries: s.retries, VerifiedApplied: s.verifiedApplied, VerifiedNotApplied: s.verifiedNotApplied, Ambiguous: s.ambiguous,
-			Canceled: s.canceled, BudgetExhausted: s.budgetExhausted}
+			Canceled: s.canceled, BudgetExhausted: s.budgetExhausted, InOutage: s.inOutage}
 		s.mu.Unlock()
 		slices.Sort(lat)
 		sr.P50MS, sr.P99MS = ms(percentile(lat, 0.5)), ms(percentile(lat, 0.99))
@@ -452,8 +456,8 @@ func countLostClaims(leases []lease, claimed map[string]string, entries []taskst
 
 // WriteText writes r as the command's human report.
 func (r *RunReport) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "sqlretry chaos: %s, %s, %d workers, seed %d, fault rate %g per call, mode %s\n",
-		r.Engine, time.Duration(r.PlannedMS)*time.Millisecond, r.Workers, r.Seed, r.FaultRate, r.Mode)
+	fmt.Fprintf(w, "sqlretry chaos: %s, %s, %s, seed %d, fault rate %g per call, mode %s\n",
+		r.Engine, time.Duration(r.PlannedMS)*time.Millisecond, r.workersText(), r.Seed, r.FaultRate, r.Mode)
 	if r.Interrupted {
 		fmt.Fprintf(w, "INTERRUPTED after %.1f s of %.1f s: what follows, the checks included, covers what ran\n",
 			float64(r.DurationMS)/1000, float64(r.PlannedMS)/1000)
@@ -479,6 +483,15 @@ func (r *RunReport) WriteText(w io.Writer) {
 	r.writeInvariants(w)
 }
 
+// workersText says how many workers ran: "8 workers", or a fleet's
+// "4 processes × 8 workers (32 in all)".
+func (r *RunReport) workersText() string {
+	if f := r.Fleet; f != nil {
+		return fmt.Sprintf("%d processes × %d workers (%d in all)", f.Processes, f.WorkersPerProcess, f.Processes*f.WorkersPerProcess)
+	}
+	return fmt.Sprintf("%d workers", r.Workers)
+}
+
 // writeFaults writes the faults injected, by kind and on the wire.
 func (r *RunReport) writeFaults(w io.Writer) {
 	fmt.Fprintf(w, "faults injected:")
@@ -501,17 +514,27 @@ func (r *RunReport) writeFaults(w io.Writer) {
 // which faults each shape met.
 func (r *RunReport) writeShapes(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "shape\toperations\tok\tfailed\tfaults seen\tretries\tverified applied\tverified not applied\tambiguous\tp50 ms\tp99 ms\t")
+	fmt.Fprintln(tw, "shape\toperations\tok\tfailed\tambiguous\tinterrupted\tfaults seen\tretries\tverified applied\tverified not applied\tp50 ms\tp99 ms\t")
 	for _, name := range shapeNames {
 		s := r.Shapes[name]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t\n", name, s.Operations, s.OK, s.Failed, sum(s.Faults),
-			s.Retries, s.VerifiedApplied, s.VerifiedNotApplied, s.Ambiguous, s.P50MS, s.P99MS)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t\n", name, s.Operations, s.OK, s.Failed, s.Ambiguous, s.Canceled,
+			sum(s.Faults), s.Retries, s.VerifiedApplied, s.VerifiedNotApplied, s.P50MS, s.P99MS)
 	}
 	tw.Flush()
+	fmt.Fprintln(w, "  (ambiguous: told ErrAmbiguous, the outcome unknown; interrupted: cut off by the run's end)")
 	for _, name := range shapeNames {
 		if f := r.Shapes[name].FailedBy; len(f) > 0 {
 			fmt.Fprintf(w, "  %-10s failed: %s\n", name, causeList(f))
 		}
+	}
+	if rd := r.Shapes[shapeRead.String()]; rd.Operations > 0 {
+		// Reads follow failed writes: without this line a run's reads
+		// read as failing for no reason.
+		why := "a worker reads only to resynchronise after a write failed"
+		if len(r.Outage.Windows) > 0 {
+			why = fmt.Sprintf("%d of %d began in an outage: %s", rd.InOutage, rd.Operations, why)
+		}
+		fmt.Fprintf(w, "  %-10s %s\n", shapeRead, why)
 	}
 	for _, name := range shapeNames {
 		if f := r.Shapes[name].Faults; len(f) > 0 {
@@ -602,12 +625,15 @@ func (r *RunReport) writeInvariants(w io.Writer) {
 
 // WriteComparison writes ours and the naive run side by side.
 func WriteComparison(w io.Writer, ours, naive *RunReport) {
-	fmt.Fprintf(w, "\nthe same seeded workload (seed %d), side by side:\n", ours.Seed)
+	fmt.Fprintf(w, "\nthe same seeded workload (seed %d), side by side. Each run is timed (%s), not counted, so each does as many\n"+
+		"operations as it finishes in that time: the seed fixes the fault plan and the mix of operations, not how many.\n",
+		ours.Seed, time.Duration(ours.PlannedMS)*time.Millisecond)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tsqlretry\tnaive blind replay\t")
 	row := func(name string, a, b any) { fmt.Fprintf(tw, "%s\t%v\t%v\t\n", name, a, b) }
 	a, b := ours.Invariants, naive.Invariants
 	row("operations", ours.Operations, naive.Operations)
+	row("operations per second", fmt.Sprintf("%.0f", ours.OpsPerSec), fmt.Sprintf("%.0f", naive.OpsPerSec))
 	row("faults injected", sum(ours.Faults)-ours.Faults[string(faults.Outage)], sum(naive.Faults)-naive.Faults[string(faults.Outage)])
 	row("retries", ours.Retries, naive.Retries)
 	row("lost", a.Lost, b.Lost)

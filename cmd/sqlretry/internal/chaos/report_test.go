@@ -108,7 +108,7 @@ func TestReportWords(t *testing.T) {
 		"the first 5 of 20 problem lines",
 		"run with --json to see every line",
 		"commit verifier (marker table): 0 ambiguous COMMITs",
-		"no task-store transaction goes to the commit verifier",
+		"in the tasks scenario, none: every task-store write has a Verify of its own",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report: want %q in\n%s", want, out)
@@ -120,6 +120,51 @@ func TestReportWords(t *testing.T) {
 	buf.Reset()
 	WriteComparison(&buf, &RunReport{}, &RunReport{Invariants: Invariants{EndedEarly: 3, UncountedStarts: 1}})
 	for _, want := range []string{"ended early         0                   3", "uncounted starts", "violations in all         0                   4", "the exit code is ours alone"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("comparison: want %q in\n%s", want, buf.String())
+		}
+	}
+}
+
+// TestReportSaysWhatItCounts: the report says that reads run where writes
+// fail (in the outage), gives the calls the run's end cut off a column of
+// their own, counts a fleet's workers in all, and says a comparison's runs
+// are timed; the commit verifier is described in the help's words.
+func TestReportSaysWhatItCounts(t *testing.T) {
+	r := &RunReport{Mode: "sqlretry", Engine: "sqlite", PlannedMS: 6000, DurationMS: 6000, Workers: 8, Seed: 1,
+		Shapes: map[string]ShapeReport{
+			"read":    {Operations: 36, Failed: 36, InOutage: 35, FailedBy: map[string]int{causeBudget: 36}},
+			"persist": {Operations: 10, OK: 6, Failed: 1, Ambiguous: 1, Canceled: 2},
+		},
+		Fleet:      &FleetReport{Processes: 4, WorkersPerProcess: 8},
+		Settlement: Settlement{Verifier: "marker table", Note: tasksSettlementNote},
+		Outage:     OutageReport{Windows: []OutageWindow{{OffsetMS: 2000, LengthMS: 1000}}},
+	}
+	var buf bytes.Buffer
+	r.WriteText(&buf)
+	out := buf.String()
+	for _, want := range []string{
+		"sqlretry chaos: sqlite, 6s, 4 processes × 8 workers (32 in all), seed 1",
+		"ambiguous  interrupted  faults seen",
+		"read       35 of 36 began in an outage: a worker reads only to resynchronise after a write failed",
+		"(ambiguous: told ErrAmbiguous, the outcome unknown; interrupted: cut off by the run's end)",
+		tasksVerifyReason,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report: want %q in\n%s", want, out)
+		}
+	}
+	// persist's row: 10 operations, 6 ok, 1 failed, 1 ambiguous, 2 interrupted.
+	if !strings.Contains(out, "persist          10   6       1          1            2") {
+		t.Errorf("report: want persist's interrupted calls in their column:\n%s", out)
+	}
+	if !strings.Contains(strings.Join(strings.Fields(VerifierScope), " "), tasksVerifyReason) {
+		t.Errorf("the help's verifier scope %q and the report's note %q differ", VerifierScope, tasksSettlementNote)
+	}
+	buf.Reset()
+	WriteComparison(&buf, &RunReport{Seed: 1, PlannedMS: 8000, Operations: 22217, OpsPerSec: 2777}, &RunReport{Operations: 13274, OpsPerSec: 1659})
+	for _, want := range []string{"Each run is timed (8s), not counted", "the seed fixes the fault plan and the mix of operations, not how many",
+		"operations per second      2777                1659"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("comparison: want %q in\n%s", want, buf.String())
 		}

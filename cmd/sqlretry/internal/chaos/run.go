@@ -525,9 +525,13 @@ func (h *harness) sample() {
 func (h *harness) done(sh shape, began time.Time, err error) {
 	end := h.cfg.Now()
 	h.ops.Add(1)
+	b, el := began.Sub(h.start), end.Sub(h.start)
 	st := h.shapes[sh]
 	st.mu.Lock()
 	st.ops++
+	if h.inOutage(b) {
+		st.inOutage++
+	}
 	// Reservoir sampling keeps a long run's memory bounded.
 	if len(st.latencies) < maxLatencies {
 		st.latencies = append(st.latencies, end.Sub(began))
@@ -549,7 +553,6 @@ func (h *harness) done(sh shape, began time.Time, err error) {
 		}
 	}
 	st.mu.Unlock()
-	b, el := began.Sub(h.start), end.Sub(h.start)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for i := range h.windows {

@@ -53,6 +53,7 @@ type shapeStats struct {
 	mu                                   sync.Mutex
 	ops, ok, failed, ambiguous, canceled int
 	budgetExhausted                      int
+	inOutage                             int // operations begun while an outage was on
 	retries                              int
 	verifiedApplied, verifiedNotApplied  int
 	faults                               map[string]int
