@@ -213,19 +213,35 @@ func (p *Policy) countCall() {
 // failure describes the part that failed, and earlier parts may have
 // committed. The rule schedule's consent to replay is asked only for a single
 // statement.
+//
+// A read that calls functions by names a user's function may take on the
+// engine (in.Calls: SELECT log('msg'), count(*), t.f on PostgreSQL) is such
+// a write, whose verify asks the engine's catalog for a function of a
+// user's by those names (userFuncVerify): none, and it is replayed as a
+// read; one, or a catalog that cannot be read or asked (an engine the
+// Connector does not know), and it ends in ErrAmbiguous.
 func (c *connector) stmtOp(q string, in sqltext.Info) Op {
 	name := in.Verb
 	if name == "" {
 		name = "statement"
 	}
 	op := Op{Name: name, Statement: q}
+	read := in.ReadOnly && in.OneStatement()
+	var names []string
+	if read && in.Calls {
+		names, read = sqltext.CalledNames(c.engine, q)
+	}
 	switch {
-	case in.ReadOnly && in.OneStatement():
+	case read && len(names) == 0:
 		op.idempotent = true
 	case in.OneStatement():
 		op.rephase = rephaseStatement
 		if sc, ok := c.p.schedule.(StatementConsent); ok {
 			op.consent = sc // asked per failure, with its code
+		}
+		if read {
+			op.verify = c.userFuncVerify(names)
+			op.fence = verifyWaits
 		}
 	default:
 		op.rephase = rephaseParts
