@@ -3,7 +3,9 @@ package pgxretry
 import (
 	"context"
 	"errors"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/sqlretry/sqlretry"
 	"github.com/sqlretry/sqlretry/internal/sqltext"
@@ -36,7 +38,10 @@ const (
 )
 
 // shapeOf reads sql once. It runs on failures only: the success path never
-// reads the text.
+// reads the text. A read that calls functions by names a user's function
+// may take (count(*), log('msg'), t.f: sqltext's Info.Calls) is shapeRead:
+// it is no first write for an attached Op, and the failure path, given the
+// text, asks the catalog before it replays it (readCalls, builtinCalls).
 func shapeOf(sql string) shape {
 	in := sqltext.Analyze(sql)
 	switch {
@@ -53,14 +58,20 @@ func shapeOf(sql string) shape {
 // cancellation ends the call (the Policy's rule): a read it cut off applied
 // nothing; a write's is returned as it is, of unknown outcome, for the
 // Policy to settle.
-func (w *Pool) failed(ctx context.Context, err error, sh shape, closed bool) error {
+//
+// sql, if given, is the text (the texts, of a batch) that failed: a read
+// among them that calls functions by names a user's function may take is
+// replayed, or its cut-off called nothing applied, only once PostgreSQL's
+// catalog holds no such function (builtinCalls); without sql such a read
+// is taken for a read.
+func (w *Pool) failed(ctx context.Context, err error, sh shape, closed bool, sql ...string) error {
 	if ctx.Err() != nil {
-		if sh == shapeRead {
+		if sh == shapeRead && (!readCalls(sql) || w.builtinCalls(ctx, sql) == nil) {
 			return withVerdict(err, sqlretry.Class{Phase: sqlretry.NotApplied, Code: "context", Reason: "the caller's context ended a read: nothing applied"})
 		}
 		return err
 	}
-	c := w.classify(ctx, err, sh, closed)
+	c := w.classify(ctx, err, sh, closed, sql...)
 	if !c.Retryable {
 		// The Policy's classifier says the same: the error is returned
 		// as it is, so comparing it with == keeps working.
@@ -84,10 +95,12 @@ func (w *Pool) failed(ctx context.Context, err error, sh shape, closed bool) err
 //     statement commits as it ends, so it may have committed first;
 //   - a read that failed applied nothing: its transient failure of unknown
 //     outcome is NotApplied, which lets the Policy replay it under a Write Op;
+//     a read (of sql) that calls functions by names a user's may take is
+//     judged as a write unless the catalog holds no such function;
 //   - a write of unknown outcome that closed the connection is never a
 //     plain error: it is settled;
 //   - a text of several parts: only NotSent proves nothing of it applied.
-func (w *Pool) classify(ctx context.Context, err error, sh shape, closed bool) sqlretry.Class {
+func (w *Pool) classify(ctx context.Context, err error, sh shape, closed bool, sql ...string) sqlretry.Class {
 	var c sqlretry.Class
 	switch {
 	case isContext(err):
@@ -103,7 +116,95 @@ func (w *Pool) classify(ctx context.Context, err error, sh shape, closed bool) s
 		c.Retryable, c.Phase, c.Kind = true, sqlretry.NotSent, sqlretry.Unavailable
 		c.Reason += " (pgconn.SafeToRetry: nothing was sent)"
 	}
-	return reshape(c, sh, closed || fatal(err))
+	closed = closed || fatal(err)
+	if sh == shapeRead && readCalls(sql) {
+		// The same failure of a write would be settled: the read is
+		// one only if no function of a user's answers its calls.
+		if wc := reshape(c, shapeWrite, closed); wc.Retryable && wc.Phase == sqlretry.Unknown {
+			if cerr := w.builtinCalls(ctx, sql); cerr != nil {
+				wc.Reason += " (a read that may call a function of a user's: " + cerr.Error() + ")"
+				return wc
+			}
+		}
+	}
+	return reshape(c, sh, closed)
+}
+
+// readCalls reports whether a read among sqls calls functions by names a
+// user's function may take on PostgreSQL (sqltext's Info.Calls).
+func readCalls(sqls []string) bool {
+	for _, s := range sqls {
+		if in := sqltext.Analyze(s); in.ReadOnly && in.Calls {
+			return true
+		}
+	}
+	return false
+}
+
+// checkLimit bounds the catalog look-up of builtinCalls once the caller's
+// context has ended (the Policy's SettleTimeout default): it decides
+// whether the read cut off applied nothing.
+const checkLimit = 5 * time.Second
+
+// checkOp is the look-up's Op: a read of the catalog, retried under the
+// Policy like any call.
+var checkOp = sqlretry.Idempotent("pgx function check")
+
+// builtinCalls returns nil if PostgreSQL's catalog proves that no function
+// of a user's answers the calls of the reads among sqls by name: a user's
+// log(text) in any schema takes SELECT log('msg') (search_path and
+// argument types decide), a user's f(t) takes SELECT t.f; its volatility
+// proves nothing, since a STABLE function may call a VOLATILE one that
+// writes. Otherwise it returns why not: such a function exists, a text
+// names a schema's function, or the catalog could not be read. It asks on a
+// connection of its own, outside the pool (the failed call may hold the
+// pool's last), at each replay decision: never from a cache, which a
+// CREATE FUNCTION would make wrong. Its answer does not depend on whether
+// the failed attempt has ended: it needs no fence.
+func (w *Pool) builtinCalls(ctx context.Context, sqls []string) error {
+	var names []string
+	for _, s := range sqls {
+		if in := sqltext.Analyze(s); !in.ReadOnly || !in.Calls {
+			continue
+		}
+		n, ok := sqltext.CalledNames(sqltext.Postgres, s)
+		if !ok {
+			return errors.New("pgxretry: the text calls a function the catalog cannot vouch for")
+		}
+		names = append(names, n...)
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), checkLimit)
+		defer cancel()
+	}
+	return w.p.Do(ctx, checkOp, func(actx context.Context) error {
+		conn, err := pgx.ConnectConfig(actx, w.pool.Config().ConnConfig)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(actx), time.Second)
+			defer cancel()
+			conn.Close(cctx)
+		}()
+		err = sqltext.CheckUserFuncs(actx, sqltext.Postgres, names, func(ctx context.Context, q string, args []any) (bool, error) {
+			rows, err := conn.Query(ctx, q, args...)
+			if err != nil {
+				return false, err
+			}
+			found := rows.Next()
+			rows.Close()
+			return found, rows.Err()
+		})
+		if uf := (*sqltext.UserFuncError)(nil); errors.As(err, &uf) {
+			return withVerdict(uf, sqlretry.Class{Phase: sqlretry.NotApplied, Code: "user-function", Reason: uf.Error()})
+		}
+		return err
+	})
 }
 
 // reshape revises a statement's class by what its text is.
