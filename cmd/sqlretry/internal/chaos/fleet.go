@@ -98,8 +98,10 @@ type procEvent struct {
 
 // fleet is a run's worker processes.
 type fleet struct {
-	cfg    Config
-	procs  []*proc
+	cfg   Config
+	procs []*proc
+	// fresh: a process sent a sample since the fleet's last one.
+	fresh  bool
 	events chan procEvent
 	done   chan struct{} // closed as the parent returns: readers stop sending
 }
@@ -243,6 +245,7 @@ func (f *fleet) handle(e procEvent) {
 		p.ready = true
 	case m.Sample != nil:
 		p.latest = m.Sample
+		f.fresh = true
 	case m.Result != nil:
 		p.result = m.Result
 	case m.Interrupted:
@@ -339,7 +342,10 @@ func (f *fleet) waitReady(ctx context.Context) error {
 // their samples into the fleet's every SampleEvery (for the progress view
 // and the plot), stops them all when ctx ends or one fails, and kills
 // those still running fleetGrace after the run's end. It returns the
-// samples and how long the workload ran.
+// samples and how long the workload ran. A tick with no process's sample
+// since the last is skipped: the processes sample on clocks of their own,
+// and a merge of the same samples again read as a second in which the
+// fleet did nothing (0 ok/s), then one in which it did twice as much.
 func (f *fleet) collect(ctx context.Context) ([]Sample, time.Duration) {
 	cfg := f.cfg
 	start := cfg.Now()
@@ -349,6 +355,7 @@ func (f *fleet) collect(ctx context.Context) ([]Sample, time.Duration) {
 	defer deadline.Stop()
 	var samples []Sample
 	sample := func() {
+		f.fresh = false
 		s := f.merged(min(cfg.Now().Sub(start), cfg.Duration))
 		samples = append(samples, s)
 		if cfg.Progress != nil {
@@ -366,7 +373,9 @@ func (f *fleet) collect(ctx context.Context) ([]Sample, time.Duration) {
 				f.stopAll()
 			}
 		case <-tick.C:
-			sample()
+			if f.fresh {
+				sample()
+			}
 		case <-ctx.Done():
 			if !stopped {
 				stopped = true

@@ -406,3 +406,31 @@ func TestFleetConfigErrors(t *testing.T) {
 		t.Errorf("8 processes: %v", err)
 	}
 }
+
+// TestFleetSamplesOnlyWhatItHeard: the fleet merges its processes' samples
+// on a tick of its own; a tick with no sample heard since the last merge
+// adds none (it read as a tenth of a second with 0 ok/s, then one with
+// twice the rate: dips to 0 in every fleet plot).
+func TestFleetSamplesOnlyWhatItHeard(t *testing.T) {
+	f := &fleet{cfg: Config{Duration: time.Minute, SampleEvery: 5 * time.Millisecond}.WithDefaults(),
+		procs: []*proc{{}}, events: make(chan procEvent), done: make(chan struct{})}
+	got := make(chan []Sample)
+	go func() {
+		samples, _ := f.collect(context.Background())
+		got <- samples
+	}()
+	time.Sleep(100 * time.Millisecond) // twenty ticks with nothing heard
+	f.events <- procEvent{i: 0, msg: &workerMsg{Sample: &Sample{Ops: 10, OK: 10}}}
+	time.Sleep(50 * time.Millisecond) // ten more
+	f.events <- procEvent{i: 0, msg: &workerMsg{Result: &workerResult{Report: &RunReport{}}}}
+	f.events <- procEvent{i: 0, exit: true}
+	samples := <-got
+	// The first sample, at most one merge of the one sample heard, and the
+	// last.
+	if len(samples) > 3 {
+		t.Errorf("got %d samples from one sample heard, want at most 3 (the first, the one heard, the last)", len(samples))
+	}
+	if last := samples[len(samples)-1]; last.OK != 10 {
+		t.Errorf("last sample: got %+v, want the one heard", last)
+	}
+}
