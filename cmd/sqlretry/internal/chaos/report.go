@@ -514,14 +514,15 @@ func (r *RunReport) writeFaults(w io.Writer) {
 // which faults each shape met.
 func (r *RunReport) writeShapes(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "shape\toperations\tok\tfailed\tambiguous\tinterrupted\tfaults seen\tretries\tverified applied\tverified not applied\tp50 ms\tp99 ms\t")
+	fmt.Fprintln(tw, "shape\toperations\tok\tfailed\tambiguous\tinterrupted\tfaults seen\tretries\tverified applied/not\tp50 ms\tp99 ms\t")
 	for _, name := range shapeNames {
 		s := r.Shapes[name]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t\n", name, s.Operations, s.OK, s.Failed, s.Ambiguous, s.Canceled,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d/%d\t%.1f\t%.1f\t\n", name, s.Operations, s.OK, s.Failed, s.Ambiguous, s.Canceled,
 			sum(s.Faults), s.Retries, s.VerifiedApplied, s.VerifiedNotApplied, s.P50MS, s.P99MS)
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "  (ambiguous: told ErrAmbiguous, the outcome unknown; interrupted: cut off by the run's end)")
+	fmt.Fprintln(w, "  (ambiguous: told ErrAmbiguous, the outcome unknown; interrupted: cut off by the run's end;")
+	fmt.Fprintln(w, "  verified: failures of unknown outcome a Verify settled as applied / not applied)")
 	for _, name := range shapeNames {
 		if f := r.Shapes[name].FailedBy; len(f) > 0 {
 			fmt.Fprintf(w, "  %-10s failed: %s\n", name, causeList(f))

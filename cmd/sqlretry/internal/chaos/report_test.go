@@ -147,7 +147,7 @@ func TestReportSaysWhatItCounts(t *testing.T) {
 		"sqlretry chaos: sqlite, 6s, 4 processes × 8 workers (32 in all), seed 1",
 		"ambiguous  interrupted  faults seen",
 		"read       35 of 36 began in an outage: a worker reads only to resynchronise after a write failed",
-		"(ambiguous: told ErrAmbiguous, the outcome unknown; interrupted: cut off by the run's end)",
+		"(ambiguous: told ErrAmbiguous, the outcome unknown; interrupted: cut off by the run's end;",
 		tasksVerifyReason,
 	} {
 		if !strings.Contains(out, want) {
