@@ -396,7 +396,9 @@ func (c *conn) retry(ctx context.Context, op Op, firstErr error, fn func(ctx con
 	if firstErr != nil {
 		firstErr = c.sessionLost(op, c.probe(ctx, c.failed(firstErr)))
 	}
-	if c.c.p.fencer != nil {
+	if c.c.p.fencer != nil && op.fence == nil {
+		// (An Op whose verify needs no fence keeps it: a read's catalog
+		// check, a verify that waits.)
 		// Read at the time of the verify: the session of the attempt that
 		// failed, not yet replaced. A fenced session is dead.
 		op.fence = func(ctx context.Context) error {
@@ -845,7 +847,9 @@ func (c *conn) pinnedDone(ctx context.Context, query string, in sqltext.Info, au
 		return nil
 	}
 	err = hideBadConn(c.failed(err))
-	if in.ReadOnly || !(autocommit || in.TxControl) {
+	if (in.ReadOnly && !in.Calls) || !(autocommit || in.TxControl) {
+		// (A read that calls functions a user's may answer is a write
+		// here: there is no catalog check on a pinned session.)
 		return err
 	}
 	p := c.c.p
