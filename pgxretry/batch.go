@@ -30,7 +30,7 @@ import (
 // The Policy's CommandTimeout does not bound a batch: its results are read
 // after SendBatch returns. Bound it with ctx.
 func (w *Pool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	r := &batchResults{w: w, ctx: ctx, b: b, sh: batchUnread}
+	r := &batchResults{w: w, ctx: ctx, b: b, sh: batchUnread, unsent: ctx.Err() != nil}
 	r.br = w.pool.SendBatch(ctx, b)
 	return r
 }
@@ -47,6 +47,9 @@ type batchResults struct {
 	sh    shape            // the batch's shape, once read
 	read  int              // results handed to the caller
 	tries int              // attempts made
+	// unsent: the caller's context had ended before SendBatch, so pgx
+	// sent nothing (its Acquire fails first).
+	unsent bool
 }
 
 // shape reads the batch's texts: the widest shape of its queries.
@@ -58,6 +61,15 @@ func (r *batchResults) shape() shape {
 		}
 	}
 	return r.sh
+}
+
+// texts returns the texts of the batch's queries.
+func (r *batchResults) texts() []string {
+	t := make([]string, len(r.b.QueuedQueries))
+	for i, q := range r.b.QueuedQueries {
+		t[i] = q.SQL
+	}
+	return t
 }
 
 // callbacks reports whether a query of the batch has a callback, which
@@ -101,13 +113,16 @@ func (r *batchResults) replay(err error, read func(br pgx.BatchResults) error) e
 		if failed != nil {
 			// The first attempt was made: this is its failure.
 			err, failed = failed, nil
-			return r.w.failed(r.ctx, err, r.sh, false)
+			if r.unsent {
+				return withVerdict(err, sqlretry.Class{Phase: sqlretry.NotSent, Code: "context", Reason: "the caller's context had ended before the batch was sent"})
+			}
+			return r.w.failedAs(r.ctx, op, err, r.sh, false, r.texts()...)
 		}
 		_ = r.br.Close()
 		r.tries++
 		r.br = r.w.pool.SendBatch(r.ctx, resend(r.b))
 		if err := read(r.br); err != nil {
-			return r.w.failed(r.ctx, err, r.sh, false)
+			return r.w.failedAs(r.ctx, op, err, r.sh, false, r.texts()...)
 		}
 		return nil
 	})
@@ -126,13 +141,20 @@ func resend(b *pgx.Batch) *pgx.Batch {
 // late judges a failure that is not replayed: for a batch with a write, an
 // unknown outcome is never a plain error.
 func (r *batchResults) late(err error) error {
-	if err == nil || r.shape() == shapeRead {
-		return err
+	if err == nil || r.unsent {
+		return err // (unsent: the caller's context had ended before SendBatch)
+	}
+	sh := r.shape()
+	if sh == shapeRead {
+		if texts := r.texts(); !readCalls(texts) || r.w.builtinCalls(r.ctx, texts) == nil {
+			return err
+		}
+		sh = shapeWrite // a function of a user's may have written
 	}
 	if r.ctx.Err() != nil { // cut off by the caller: it may have committed all the same
 		return &sqlretry.Error{Op: batchOp.Name, Attempts: r.tries, Class: r.w.p.Classify(err), Err: err, Cause: ambiguousAfter(r.ctx)}
 	}
-	c := r.w.classify(r.ctx, err, r.sh, false)
+	c := r.w.classify(r.ctx, err, sh, false)
 	if c.Phase != sqlretry.Unknown {
 		return err
 	}

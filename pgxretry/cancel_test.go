@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sqlretry/sqlretry"
 	"github.com/sqlretry/sqlretry/faults/proxy"
 	"github.com/sqlretry/sqlretry/pgxretry"
@@ -220,5 +223,90 @@ func TestCancelAfterFnCommittedIsAmbiguous(t *testing.T) {
 	}
 	if !errors.Is(err, sqlretry.ErrAmbiguous) || !errors.Is(err, context.Canceled) {
 		t.Errorf("RunTx = %v with the first part committed: want ErrAmbiguous and context.Canceled", err)
+	}
+}
+
+// TestCancelBeforeBatchIsPlain: a batch whose caller's context had ended
+// before SendBatch was never sent: the context's error alone, for a batch
+// of several parts and for a batch of writes (before: ErrAmbiguous).
+func TestCancelBeforeBatchIsPlain(t *testing.T) {
+	f, _ := cutFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for name, queries := range map[string][]string{"parts": {"BEGIN", insertItem, "COMMIT"}, "writes": {insertItem, insertItem}} {
+		b := &pgx.Batch{}
+		for _, q := range queries {
+			if q == insertItem {
+				b.Queue(q, 903, name)
+			} else {
+				b.Queue(q)
+			}
+		}
+		br := f.w.SendBatch(ctx, b)
+		_, err := br.Exec()
+		_ = br.Close()
+		if !errors.Is(err, context.Canceled) || errors.Is(err, sqlretry.ErrAmbiguous) {
+			t.Errorf("%s: a batch never sent: %v; want the context's error alone", name, err)
+		}
+	}
+	if n := f.count(t, "SELECT count(*) FROM items WHERE call_id = 903"); n != 0 {
+		t.Errorf("%d rows of batches never sent", n)
+	}
+}
+
+// TestCancelDuringPartsIsAmbiguous: a pool whose connections send a cancel
+// request when the context ends (pgconn.CancelRequestContextWatcherHandler):
+// a text that commits part of itself and runs on is cut off during its
+// tail, and the server answers 57014 for the last part. That verdict says
+// nothing of the committed INSERT: ErrAmbiguous (before: the context's
+// error alone).
+func TestCancelDuringPartsIsAmbiguous(t *testing.T) {
+	f, _ := cutFixture(t)
+	pool := openPool(t, f.dsn, appName, func(c *pgxpool.Config) {
+		c.ConnConfig.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
+			return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, CancelRequestDelay: 0, DeadlineDelay: 10 * time.Second}
+		}
+		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	})
+	w := pgxretry.New(pool, f.p)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wait := cancelOnce(t, cancel, func() bool {
+		return f.count(t, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND query LIKE 'BEGIN; INSERT INTO items%'") > 0
+	})
+	_, err := w.Exec(ctx, "BEGIN; INSERT INTO items (call_id, note) VALUES (905, 'x'); COMMIT; SELECT pg_sleep(30)")
+	wait()
+	if n := f.count(t, "SELECT count(*) FROM items WHERE call_id = 905"); n != 1 {
+		t.Fatalf("%d rows; the test needs the INSERT committed before the cancel", n)
+	}
+	if !errors.Is(err, sqlretry.ErrAmbiguous) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Exec = %v with the INSERT committed: want ErrAmbiguous and context.Canceled", err)
+	}
+}
+
+// TestCancelDuringIdempotentWriteIsAmbiguous: an autocommit write given an
+// Idempotent Op with WithOp, waiting on a lock when the caller's context
+// ends: the replay its Op allows is forbidden, and the write may land:
+// ErrAmbiguous and the context's error (before: the context's error alone).
+func TestCancelDuringIdempotentWriteIsAmbiguous(t *testing.T) {
+	f, _ := cutFixture(t)
+	ctx := context.Background()
+	lock, err := f.raw.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx)
+	if _, err := lock.Exec(ctx, "LOCK TABLE items IN SHARE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wait := cancelOnce(t, cancel, func() bool {
+		return f.count(t, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name = $1", appName) > 0
+	})
+	_, err = f.w.Exec(sqlretry.WithOp(cctx, sqlretry.Idempotent("upsert")), "INSERT INTO items (call_id) VALUES (906)")
+	wait()
+	if !errors.Is(err, sqlretry.ErrAmbiguous) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Exec = %v; want ErrAmbiguous and context.Canceled", err)
 	}
 }

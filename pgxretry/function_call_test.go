@@ -168,6 +168,9 @@ func TestUserFunctionCallNotReplayed(t *testing.T) {
 		{`SELECT audit.log('user signed in')`, false}, // a schema's function named like a built-in
 		{`SELECT audit.log('user signed in')`, true},  //
 		{`SELECT * FROM audit.log('x')`, false},       // in FROM
+		{`SELECT log('msg')`, false},                  // the user's log(text) in search_path
+		{`SELECT log('msg')`, true},                   //
+		{`SELECT t.audit FROM t WHERE id = 1`, false}, // audit(t), by attribute notation
 	} {
 		t.Run(c.q, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

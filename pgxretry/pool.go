@@ -165,7 +165,7 @@ func (w *Pool) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comman
 		tag, err = c.Exec(actx, sql, args...)
 		if err != nil {
 			s.note(c)
-			err = w.failed(ctx, err, shapeOf(sql), c.Conn().IsClosed())
+			err = w.failedAs(ctx, op, err, shapeOf(sql), c.Conn().IsClosed(), sql)
 		}
 		c.Release()
 		return err

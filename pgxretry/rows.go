@@ -47,7 +47,7 @@ func (w *Pool) query(r *rows, args []any) error {
 			s.note(r.c)
 			closed := r.c.Conn().IsClosed()
 			r.release()
-			return w.failed(r.ctx, err, shapeOf(r.sql), closed)
+			return w.failedAs(r.ctx, op, err, shapeOf(r.sql), closed, r.sql)
 		}
 		return err
 	})
@@ -147,7 +147,10 @@ func (r *rows) finish() {
 func (w *Pool) lateFailure(ctx context.Context, sql string, attempts int, err error, closed bool) error {
 	sh := shapeOf(sql)
 	if sh == shapeRead {
-		return err
+		if texts := []string{sql}; !readCalls(texts) || w.builtinCalls(ctx, texts) == nil {
+			return err
+		}
+		sh = shapeWrite // a function of a user's may have written
 	}
 	if ctx.Err() != nil {
 		// The caller's context cut the rows off: the write may have
@@ -245,7 +248,7 @@ func (r *row) Scan(dest ...any) error {
 		s.acquired(actx, c)
 		if err = c.QueryRow(actx, r.sql, r.args...).Scan(dest...); err != nil {
 			s.note(c)
-			return r.w.failed(r.ctx, err, shapeOf(r.sql), c.Conn().IsClosed())
+			return r.w.failedAs(r.ctx, op, err, shapeOf(r.sql), c.Conn().IsClosed(), r.sql)
 		}
 		return nil
 	})

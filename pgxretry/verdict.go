@@ -66,8 +66,13 @@ func shapeOf(sql string) shape {
 // is taken for a read.
 func (w *Pool) failed(ctx context.Context, err error, sh shape, closed bool, sql ...string) error {
 	if ctx.Err() != nil {
-		if sh == shapeRead && (!readCalls(sql) || w.builtinCalls(ctx, sql) == nil) {
+		switch {
+		case sh == shapeRead && (!readCalls(sql) || w.builtinCalls(ctx, sql) == nil):
 			return withVerdict(err, sqlretry.Class{Phase: sqlretry.NotApplied, Code: "context", Reason: "the caller's context ended a read: nothing applied"})
+		case sh == shapeParts && !pgconn.SafeToRetry(err):
+			// The failed part's verdict (57014 after a cancel request)
+			// says nothing of the parts before it.
+			return withVerdict(err, sqlretry.Class{Phase: sqlretry.Unknown, Code: "context", Reason: "the caller's context ended a text of several parts: earlier parts may have committed"})
 		}
 		return err
 	}
@@ -78,6 +83,21 @@ func (w *Pool) failed(ctx context.Context, err error, sh shape, closed bool, sql
 		return err
 	}
 	return withVerdict(err, c)
+}
+
+// failedAs is failed for a statement run under op. An Idempotent op (a
+// caller's, attached with WithOp to a write) consents to a replay, which a
+// caller's ended context forbids: a failure of unknown outcome is then
+// ErrAmbiguous and the context's error, not the context's error alone.
+func (w *Pool) failedAs(ctx context.Context, op sqlretry.Op, err error, sh shape, closed bool, sql ...string) error {
+	err = w.failed(ctx, err, sh, closed, sql...)
+	if !op.IsIdempotent() || ctx.Err() == nil || pgconn.SafeToRetry(err) {
+		return err
+	}
+	if c := w.p.Classify(err); c.Phase != sqlretry.Unknown {
+		return err
+	}
+	return &sqlretry.Error{Op: op.Name, Attempts: 1, Class: w.p.Classify(err), Err: err, Cause: ambiguousAfter(ctx)}
 }
 
 // classify gives the verdict on a failed statement outside a transaction
