@@ -165,7 +165,7 @@ func (t *txRun) attempt(ctx context.Context) error {
 		// Outside the transaction and before it takes a connection: a
 		// marker verifier creates its table and prunes old rows here.
 		if err := beforeTx(ctx, t.verifier, t.db); err != nil {
-			return err
+			return setupFailed(t.p, err)
 		}
 	}
 	// The transaction runs on a pinned connection, so that after a failed
@@ -278,8 +278,19 @@ func (t *txRun) sessionFence(ctx context.Context, conn *sql.Conn) func(context.C
 		if w, ok := dc.(interface {
 			fenceFunc() func(context.Context) error
 		}); ok {
-			f = w.fenceFunc()
-			return nil
+			if f = w.fenceFunc(); f != nil {
+				return nil
+			}
+			// The Fencer named no session when the Connector opened the
+			// connection (behind a pooler it names one only inside a
+			// transaction): ask it now, inside this one.
+			s, ok := dc.(interface{ sessionState() (driver.Conn, bool) })
+			if !ok {
+				return nil
+			}
+			if dc, _ = s.sessionState(); dc == nil {
+				return nil
+			}
 		}
 		ic, ok := dc.(driver.Conn)
 		if !ok {
@@ -434,3 +445,32 @@ func isLibPQ(v any) bool {
 	}
 	return strings.HasPrefix(t.PkgPath(), "github.com/lib/pq")
 }
+
+// setupFailed is the failure of the commit verifier's setup (BeforeTx: its
+// table's resolve and creation, a prune), which RunTx runs in autocommit
+// before BEGIN: nothing of the transaction ran, whatever became of the
+// setup's own statement. Its inner *Error (the Connector's loop gives up on
+// such a statement with ErrAmbiguous when its session died in reply) is
+// taken off, or the Policy would settle it as the transaction's and say
+// "may have committed part of it": the database's error goes on, not sent,
+// retried under its own class.
+func setupFailed(p *Policy, err error) error {
+	cause := err
+	if inner, ok := errors.AsType[*Error](err); ok && inner.Err != nil {
+		cause = inner.Err
+	}
+	c := p.Classify(cause)
+	c.Phase = NotSent
+	c.Reason = "the commit verifier's setup failed before BEGIN, so the transaction did not begin: " + c.Reason
+	return &verdictError{err: &setupError{msg: err.Error(), err: cause}, class: c}
+}
+
+// setupError is a setup's error with its own message, unwrapping to the
+// database's error under the inner loop's.
+type setupError struct {
+	msg string
+	err error
+}
+
+func (e *setupError) Error() string { return e.msg }
+func (e *setupError) Unwrap() error { return e.err }
