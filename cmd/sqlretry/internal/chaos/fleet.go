@@ -343,7 +343,7 @@ func (f *fleet) waitReady(ctx context.Context) error {
 // and the plot), stops them all when ctx ends or one fails, and kills
 // those still running fleetGrace after the run's end. It returns the
 // samples and how long the workload ran. A tick with no process's sample
-// since the last is skipped: the processes sample on clocks of their own,
+// since the last is skipped (and so is every tick before the first): the processes sample on clocks of their own,
 // and a merge of the same samples again read as a second in which the
 // fleet did nothing (0 ok/s), then one in which it did twice as much.
 func (f *fleet) collect(ctx context.Context) ([]Sample, time.Duration) {
@@ -362,7 +362,8 @@ func (f *fleet) collect(ctx context.Context) ([]Sample, time.Duration) {
 			cfg.Progress(s)
 		}
 	}
-	sample()
+	// No sample before one is heard: a merge of no process's sample read
+	// as a fleet with an empty retry budget.
 	stopped := false
 	for !f.allExited() {
 		select {

@@ -410,7 +410,8 @@ func TestFleetConfigErrors(t *testing.T) {
 // TestFleetSamplesOnlyWhatItHeard: the fleet merges its processes' samples
 // on a tick of its own; a tick with no sample heard since the last merge
 // adds none (it read as a tenth of a second with 0 ok/s, then one with
-// twice the rate: dips to 0 in every fleet plot).
+// twice the rate: dips to 0 in every fleet plot), nor does one before the
+// first sample is heard.
 func TestFleetSamplesOnlyWhatItHeard(t *testing.T) {
 	f := &fleet{cfg: Config{Duration: time.Minute, SampleEvery: 5 * time.Millisecond}.WithDefaults(),
 		procs: []*proc{{}}, events: make(chan procEvent), done: make(chan struct{})}
@@ -425,10 +426,10 @@ func TestFleetSamplesOnlyWhatItHeard(t *testing.T) {
 	f.events <- procEvent{i: 0, msg: &workerMsg{Result: &workerResult{Report: &RunReport{}}}}
 	f.events <- procEvent{i: 0, exit: true}
 	samples := <-got
-	// The first sample, at most one merge of the one sample heard, and the
-	// last.
-	if len(samples) > 3 {
-		t.Errorf("got %d samples from one sample heard, want at most 3 (the first, the one heard, the last)", len(samples))
+	// At most one merge of the one sample heard, and the last; none
+	// before it (a merge of nothing read as an empty budget).
+	if len(samples) > 2 || samples[0].OK != 10 {
+		t.Errorf("got %d samples from one sample heard, the first %+v; want at most 2 (the one heard, the last)", len(samples), samples[0])
 	}
 	if last := samples[len(samples)-1]; last.OK != 10 {
 		t.Errorf("last sample: got %+v, want the one heard", last)

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -332,14 +333,23 @@ func renderGrid(w io.Writer, format string, grid [][]panel, cellW, cellH vg.Leng
 	return err
 }
 
-// perSecond turns the run's cumulative samples into rates.
+// perSecond turns the run's cumulative samples into rates. A sample less
+// than half the usual interval after the last one used is left out of the
+// rates (its counts go to the next interval): a fleet merges its
+// processes' samples as they come, and two merges a few milliseconds apart
+// divided a process's whole interval by those milliseconds (a spike of
+// 600,000 ok/s).
 func perSecond(r *RunReport) (ops, attempts, faultsXY, budget plotter.XYs) {
+	minGap := sampleGap(r.Samples) / 2
 	var prev *Sample
 	for i := range r.Samples {
 		s := &r.Samples[i]
 		t := s.Elapsed.Seconds()
 		if s.Budget >= 0 {
 			budget = append(budget, plotter.XY{X: t, Y: s.Budget})
+		}
+		if prev != nil && s.Elapsed-prev.Elapsed < minGap {
+			continue
 		}
 		if prev != nil {
 			dt := (s.Elapsed - prev.Elapsed).Seconds()
@@ -354,6 +364,21 @@ func perSecond(r *RunReport) (ops, attempts, faultsXY, budget plotter.XYs) {
 		prev = s
 	}
 	return ops, attempts, faultsXY, budget
+}
+
+// sampleGap is the median interval between samples.
+func sampleGap(samples []Sample) time.Duration {
+	var gaps []time.Duration
+	for i := 1; i < len(samples); i++ {
+		if d := samples[i].Elapsed - samples[i-1].Elapsed; d > 0 {
+			gaps = append(gaps, d)
+		}
+	}
+	if len(gaps) == 0 {
+		return 0
+	}
+	slices.Sort(gaps)
+	return gaps[len(gaps)/2]
 }
 
 // modeTitle names r's mode in a title.

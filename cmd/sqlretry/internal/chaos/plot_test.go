@@ -257,3 +257,25 @@ func TestContentionPlotShowsSQLretryWhereTheModesMeet(t *testing.T) {
 		t.Errorf("sqlretry's colour: %d pixels in the success-rate panel, want a line's worth (>= %d): it is hidden", blue, b.Dx()/4)
 	}
 }
+
+// TestPerSecondSkipsSamplesTooClose: two samples a few milliseconds apart
+// (a fleet's merges as its processes' samples come in) would divide a
+// whole interval's counts by those milliseconds; the rate stays the run's.
+func TestPerSecondSkipsSamplesTooClose(t *testing.T) {
+	r := &RunReport{}
+	ok := int64(0)
+	for el := time.Duration(0); el <= time.Second; el += 100 * time.Millisecond {
+		r.Samples = append(r.Samples, Sample{Elapsed: el, OK: ok, Budget: -1})
+		if el == 500*time.Millisecond {
+			// A merge 2 ms later, when a process's 100 ms of work arrived.
+			r.Samples = append(r.Samples, Sample{Elapsed: el + 2*time.Millisecond, OK: ok + 300, Budget: -1})
+		}
+		ok += 300 // 3,000 ok/s
+	}
+	ops, _, _, _ := perSecond(r)
+	for _, xy := range ops {
+		if xy.Y > 6000 {
+			t.Errorf("ok/s at %.3f s: %.0f, want about 3,000", xy.X, xy.Y)
+		}
+	}
+}
