@@ -1,6 +1,7 @@
 package taskstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -103,6 +104,7 @@ type taskRow struct {
 type snapshot struct {
 	tasks     map[string]taskRow
 	audit     map[string]int            // transition id → rows
+	auditTask map[string]string         // transition id → its audit rows' task
 	succeeded map[string]int            // task id → rows into succeeded
 	runs      map[string]int            // advance id → rows
 	advances  map[string]map[string]int // task id → advance id → rows
@@ -111,7 +113,7 @@ type snapshot struct {
 }
 
 func (s *Store) snapshot(ctx context.Context) (snapshot, error) {
-	sn := snapshot{tasks: map[string]taskRow{}, audit: map[string]int{}, succeeded: map[string]int{}, runs: map[string]int{}, advances: map[string]map[string]int{}}
+	sn := snapshot{tasks: map[string]taskRow{}, audit: map[string]int{}, auditTask: map[string]string{}, succeeded: map[string]int{}, runs: map[string]int{}, advances: map[string]map[string]int{}}
 	err := eachRow(ctx, s.db, s.dialect.bind(`SELECT `+taskColumns+` FROM tasks`), nil, func(rows *sql.Rows) error {
 		t, err := scanTask(rows)
 		if err != nil {
@@ -130,6 +132,7 @@ func (s *Store) snapshot(ctx context.Context) (snapshot, error) {
 		}
 		sn.auditRows++
 		sn.audit[tid]++
+		sn.auditTask[tid] = task
 		if Status(to) == Succeeded {
 			sn.succeeded[task]++
 		}
@@ -183,6 +186,9 @@ func check(sn snapshot, entries []Entry, starts map[string]int) Report {
 		case OpAdvance:
 			r.checkAdvance(e, sn.runs[e.ID])
 		default: // transitions: claim, start, complete, fail, set-status
+			if e.TaskID == "" { // a claim told failed names no task; its audit row does
+				e.TaskID = cmp.Or(sn.auditTask[e.ID], "(no task)")
+			}
 			r.checkTransition(e, sn.audit[e.ID])
 			if e.Kind == OpStart && e.Outcome == ToldCanceled && sn.audit[e.ID] > 0 {
 				if canceledStarts[e.TaskID] == nil {

@@ -223,3 +223,24 @@ func TestCheckPersistsUnderOneID(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckNamesTheTaskOfAClaimToldFailed: a claim told it failed has no
+// task id in the caller's ledger (the claim found none, as far as it knew);
+// when its audit row shows it was applied, the problem line names the task
+// from that row, not an empty field ("claim c1 on  told …").
+func TestCheckNamesTheTaskOfAClaimToldFailed(t *testing.T) {
+	sn := snapshot{tasks: map[string]taskRow{}, audit: map[string]int{"c1": 1, "c2": 1}, auditTask: map[string]string{"c1": "t7"},
+		succeeded: map[string]int{}, runs: map[string]int{}, advances: map[string]map[string]int{}}
+	r := check(sn, []Entry{
+		{Kind: OpClaim, ID: "c1", Outcome: ToldFailed, Err: "budget exhausted"},
+		{Kind: OpClaim, ID: "c2", Outcome: ToldFailed, Err: "budget exhausted"},
+	}, nil)
+	if r.Misreported != 2 || len(r.Problems) != 2 {
+		t.Fatalf("misreported %d, problems %q; want 2 of each", r.Misreported, r.Problems)
+	}
+	for i, want := range []string{"claim c1 on t7 told", "claim c2 on (no task) told"} {
+		if !strings.Contains(r.Problems[i], want) {
+			t.Errorf("problem %q; want it to say %q", r.Problems[i], want)
+		}
+	}
+}
