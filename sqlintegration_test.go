@@ -313,7 +313,13 @@ func TestPooledConnKilled(t *testing.T) {
 }
 
 // TestServerRestartDuringReads restarts a throwaway PostgreSQL under a
-// bounded read loop: with retries that outlast the restart, no read fails.
+// bounded read loop: with retries that outlast the restart, no query fails.
+// A failure after the rows began to arrive is not retried (database/sql has
+// handed them to the caller): pgx's stdlib reads the first row inside the
+// query, so the one left is the server's FATAL 57P01 between a row and the
+// end of the result. Those are counted apart and may only be that; before,
+// the test counted them as failed reads and failed about 1 run in 5 under
+// load.
 func TestServerRestartDuringReads(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a PostgreSQL server")
@@ -331,9 +337,9 @@ func TestServerRestartDuringReads(t *testing.T) {
 	defer cancel()
 	const readers, reads = 3, 150
 	var (
-		failed, done atomic.Int32
-		firstErr     atomic.Value
-		wg           sync.WaitGroup
+		failed, done, cutRows atomic.Int32
+		firstErr              atomic.Value
+		wg                    sync.WaitGroup
 	)
 	restarted := make(chan error, 1)
 	for range readers {
@@ -341,10 +347,21 @@ func TestServerRestartDuringReads(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < reads && ctx.Err() == nil; i++ {
-				var one int
-				if err := db.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+				rows, err := db.QueryContext(ctx, "SELECT 1")
+				if err != nil {
 					failed.Add(1)
 					firstErr.CompareAndSwap(nil, err)
+				} else {
+					for rows.Next() {
+					}
+					if err := rows.Err(); err != nil {
+						if c := postgres.Classify(err); c.Code != "57P01" {
+							failed.Add(1)
+							firstErr.CompareAndSwap(nil, err)
+						}
+						cutRows.Add(1)
+					}
+					rows.Close()
 				}
 				if done.Add(1) == readers*reads/3 {
 					go func() { restarted <- srv.Restart() }()
@@ -361,7 +378,7 @@ func TestServerRestartDuringReads(t *testing.T) {
 		t.Errorf("got %d failed reads (first: %v), want 0", n, firstErr.Load())
 	}
 	s := p.Stats()
-	t.Logf("reads %d, retries %d, recovered %d", done.Load(), s.Retries, s.Recovered)
+	t.Logf("reads %d, retries %d, recovered %d, ended by the restart after their rows began %d", done.Load(), s.Retries, s.Recovered, cutRows.Load())
 	if s.Retries == 0 {
 		t.Error("got no retries: the restart was not observed")
 	}
