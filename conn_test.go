@@ -126,3 +126,47 @@ func TestSQLTextTransactionIsNotReplayed(t *testing.T) {
 		t.Fatalf("autocommit statement after COMMIT: %v, want a retry on a new session", err)
 	}
 }
+
+// execOnlyConn is the optional interfaces an older driver's connection
+// has: ExecerContext and Validator, without ConnPrepareContext.
+type execOnlyConn interface {
+	driver.Conn
+	driver.ExecerContext
+	driver.Validator
+}
+
+// noPrepareConn hides a fakeConn's other optional interfaces.
+type noPrepareConn struct{ execOnlyConn }
+
+// A connection whose reconnect underneath failed (conn.inner is nil) stays
+// usable to a *sql.Conn holder, since its errors never match
+// driver.ErrBadConn; once the session is pinned (a BEGIN in SQL text), a
+// PrepareContext on an inner driver without ConnPrepareContext returns an
+// error instead of panicking inside database/sql.
+//
+// History: found in the review of issue 12's changes (finding 11): it
+// called c.inner.Prepare on nil.
+func TestPrepareAfterFailedReconnectDoesNotPanic(t *testing.T) {
+	srv := newFakeServer()
+	p := testPolicy(t, Config{MaxRetries: 1})
+	fc := &fakeConnector{s: srv, mk: func(c *fakeConn) driver.Conn { return noPrepareConn{c} }}
+	db := sql.OpenDB(Connector(fc, p))
+	t.Cleanup(func() { db.Close() })
+	conn := heldConn(t, db)
+	ctx := context.Background()
+	srv.addFaults(&fault{op: "exec", match: "ADD n 1", err: driver.ErrBadConn, kill: true},
+		&fault{op: "connect", err: errRefused, times: 10})
+	if _, err := conn.ExecContext(ctx, "ADD n 1"); err == nil {
+		t.Fatal("want the reconnect's failure")
+	}
+	_, _ = conn.ExecContext(ctx, "BEGIN")
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("PrepareContext panicked: %v", r)
+		}
+	}()
+	st, err := conn.PrepareContext(ctx, "ADD n 1")
+	if err == nil {
+		st.Close()
+	}
+}

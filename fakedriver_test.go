@@ -18,6 +18,7 @@ package sqlretry
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -558,4 +559,94 @@ func (r *fakeRows) Next(dest []driver.Value) error {
 	dest[0] = r.vals[r.i]
 	r.i++
 	return nil
+}
+
+// passthroughConn is a fakeConn that also accepts statements the fake's
+// parser does not know — session and transaction control (SET …, START
+// TRANSACTION, XA …, BEGIN TRAN, MySQL executable comments) and CALL — as
+// no-ops that reach the server's log and its faults. "CALL commit_then_fail" stands for a MySQL
+// procedure whose body runs COMMIT (committing the session's open
+// transaction) and then fails with a deadlock.
+type passthroughConn struct{ *fakeConn }
+
+// isPassthrough reports whether passthroughConn takes q as a no-op.
+func isPassthrough(q string) bool {
+	for _, p := range []string{"SET ", "START ", "XA ", "BEGIN TRAN", "CALL ", "/*"} {
+		if strings.HasPrefix(q, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c passthroughConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
+	if !isPassthrough(q) {
+		return c.fakeConn.ExecContext(ctx, q, args)
+	}
+	if c.dead {
+		return nil, driver.ErrBadConn
+	}
+	if q == "CALL commit_then_fail" {
+		c.s.take("exec", q)
+		if c.tx != nil {
+			c.s.mu.Lock()
+			for _, p := range c.tx.pending {
+				p(c.s.data)
+			}
+			c.s.mu.Unlock()
+			c.tx.pending = nil
+		}
+		return nil, errDeadlock
+	}
+	if f := c.s.take("exec", q); f != nil {
+		return nil, f.fire(ctx, c.fakeConn, nil)
+	}
+	return driver.RowsAffected(0), nil
+}
+
+// QueryContext: "SELECT create_order()" stands for a user-defined function
+// called from a SELECT that writes (PostgreSQL's usual way to call stored
+// code): it adds 1 to "orders" and returns the new value.
+func (c passthroughConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
+	if q != "SELECT create_order()" {
+		return c.fakeConn.QueryContext(ctx, q, args)
+	}
+	if c.dead {
+		return nil, driver.ErrBadConn
+	}
+	apply := func() {
+		c.s.mu.Lock()
+		c.s.data["orders"]++
+		c.s.mu.Unlock()
+	}
+	if f := c.s.take("query", q); f != nil {
+		return nil, f.fire(ctx, c.fakeConn, apply)
+	}
+	apply()
+	return &fakeRows{c: c.fakeConn, ctx: ctx, vals: []int64{c.s.get("orders")}}, nil
+}
+
+// openPassthrough opens srv through the Connector on passthroughConns,
+// with MaxRetries 2 unless c sets it.
+func openPassthrough(t *testing.T, srv *fakeServer, c Config) (*sql.DB, *Policy) {
+	t.Helper()
+	if c.MaxRetries == 0 {
+		c.MaxRetries = 2
+	}
+	p := testPolicy(t, c)
+	fc := &fakeConnector{s: srv, mk: func(c *fakeConn) driver.Conn { return passthroughConn{c} }}
+	db := sql.OpenDB(Connector(fc, p))
+	t.Cleanup(func() { db.Close() })
+	return db, p
+}
+
+// heldConn returns one session of db, closed at the test's end.
+func heldConn(t *testing.T, db *sql.DB) *sql.Conn {
+	t.Helper()
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }

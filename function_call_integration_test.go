@@ -18,6 +18,7 @@ import (
 	"database/sql"
 	"errors"
 	"net/url"
+	"strconv"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	sr "github.com/sqlretry/sqlretry"
 	"github.com/sqlretry/sqlretry/faults/proxy"
 	"github.com/sqlretry/sqlretry/internal/dbtest"
+	"github.com/sqlretry/sqlretry/mysql"
 	srmysql "github.com/sqlretry/sqlretry/mysql"
 	"github.com/sqlretry/sqlretry/postgres"
 )
@@ -409,5 +411,146 @@ func TestBuiltinFunctionReadReplayedMariaDB(t *testing.T) {
 				t.Errorf("%s: %q, %v, %+v; want %q, nil, a replay and no verify", c.q, got, err, st, c.want)
 			}
 		})
+	}
+}
+
+// A CALL whose procedure's INSERT committed (autocommit, per statement) and
+// whose connection is then lost while the caller reads the procedure's
+// later result sets is ErrAmbiguous: the write is in the database.
+//
+// History: found in the review of issue 12's changes (finding 1, on
+// MariaDB): CALL is transaction control, so it took the pinned path, whose
+// rows were returned unwrapped, and the caller got a plain "invalid
+// connection".
+func TestCallRowsLostIsAmbiguousMariaDB(t *testing.T) {
+	db, raw, _ := openMySQL(t, sr.Config{}, nil)
+	mustExec(t, raw, "CREATE TABLE t (v INT)")
+	mustExec(t, raw, "CREATE PROCEDURE p() BEGIN INSERT INTO t VALUES (1); SELECT 1 AS a; DO SLEEP(5); SELECT 2 AS b; END")
+	go func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			var id int64
+			err := raw.QueryRow("SELECT ID FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND INFO LIKE 'DO SLEEP%' LIMIT 1").Scan(&id)
+			if err == nil {
+				_, _ = raw.Exec("KILL " + strconv.FormatInt(id, 10))
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	rows, err := db.QueryContext(context.Background(), "CALL p()")
+	if err != nil {
+		t.Fatalf("CALL: %v", err)
+	}
+	for rows.Next() {
+	}
+	for rows.NextResultSet() {
+		for rows.Next() {
+		}
+	}
+	err = rows.Err()
+	rows.Close()
+	if n := count(t, raw, "SELECT COUNT(*) FROM t"); n != 1 {
+		t.Fatalf("%d rows in t, want 1 (the procedure's INSERT committed)", n)
+	}
+	if !errors.Is(err, sr.ErrAmbiguous) {
+		t.Errorf("rows.Err() = %v, want ErrAmbiguous: the CALL's INSERT is in the database", err)
+	}
+}
+
+// undecidedVerifier is a CommitVerifier that can never tell.
+type undecidedVerifier struct{}
+
+func (undecidedVerifier) Mark(context.Context, *sql.Tx) (string, error) { return "mark", nil }
+
+func (undecidedVerifier) Committed(context.Context, *sql.DB, string) (bool, error) {
+	return false, errors.New("test: cannot tell")
+}
+
+// A procedure called inside RunTx's transaction COMMITs (MySQL allows
+// COMMIT in a procedure: it commits the caller's transaction) and then fails
+// with a deadlock: through the Connector with Config.CommitVerifier, RunTx
+// ends in ErrAmbiguous with the INSERT applied once.
+//
+// History: found in the review of issue 12's changes (finding 4, on
+// MariaDB): RunTx took any failure before its own COMMIT as a rollback: on
+// a plain handle it replayed the whole transaction (the INSERT landed
+// twice, and more), and through the Connector the CALL's ErrAmbiguous became
+// a plain ErrRetriesExhausted.
+func TestRunTxCallThatCommitsIsAmbiguousMariaDB(t *testing.T) {
+	// On a handle not opened through the Connector, RunTx cannot see the
+	// statements its function runs: a CALL that commits inside is the
+	// caller's to avoid (RunTx's doc says so). Through the Connector it is
+	// seen, and the failure after it is not taken for a clean rollback.
+	for _, tc := range []struct {
+		name      string
+		connector bool
+	}{
+		{"Connector with a CommitVerifier", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db, raw, _ := openMySQL(t, sr.Config{}, nil)
+			mustExec(t, raw, "CREATE TABLE t (v INT)")
+			mustExec(t, raw, "CREATE PROCEDURE p() BEGIN COMMIT; SIGNAL SQLSTATE '40001' SET MYSQL_ERRNO = 1213, MESSAGE_TEXT = 'Deadlock found when trying to get lock'; END")
+			p := newPolicy(t, sr.Config{Classifier: mysql.Classifier, MaxRetries: 2, CommitVerifier: undecidedVerifier{}})
+			h := raw
+			if tc.connector {
+				h = db
+			}
+			err := sr.RunTx(context.Background(), h, p, sr.Write("order", nil), nil, func(ctx context.Context, tx *sql.Tx) error {
+				if _, err := tx.ExecContext(ctx, "INSERT INTO t VALUES (1)"); err != nil {
+					return err
+				}
+				_, err := tx.ExecContext(ctx, "CALL p()")
+				return err
+			})
+			n := count(t, raw, "SELECT COUNT(*) FROM t")
+			if n != 1 || !errors.Is(err, sr.ErrAmbiguous) {
+				t.Errorf("got %v with %d rows in t, want ErrAmbiguous with 1: the procedure committed the INSERT", err, n)
+			}
+		})
+	}
+}
+
+// SELECT of a function that writes, whose COMMIT is durable locally and
+// then waits for a synchronous standby that does not exist (the backend is
+// terminated in that wait), is ErrAmbiguous with the order committed once.
+//
+// History: found in the review of issue 12's changes (finding 7, on
+// PostgreSQL): the SELECT was judged read-only, so its rows were returned
+// unwrapped and the caller got a bare "unexpected EOF" (had the failure
+// come before QueryContext returned, it would have been replayed).
+func TestSelectOfWritingFunctionIsAmbiguousPostgres(t *testing.T) {
+	srv := dbtest.StartPostgresWith(t, dbtest.Options{Settings: map[string]string{"synchronous_standby_names": "nostandby"}})
+	admin, err := sql.Open("pgx", srv.DSN()+"&synchronous_commit=local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	mustExec(t, admin, "CREATE TABLE orders (id serial PRIMARY KEY)")
+	mustExec(t, admin, "CREATE FUNCTION create_order() RETURNS int LANGUAGE sql AS $$ INSERT INTO orders DEFAULT VALUES RETURNING id $$")
+	p := newPolicy(t, sr.Config{Classifier: postgres.Classifier, MaxRetries: 2})
+	db, err := sr.Open("pgx", srv.DSN(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			_, _ = admin.Exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'")
+		}
+	}()
+	var id int
+	err = db.QueryRow("SELECT create_order()").Scan(&id)
+	n := count(t, admin, "SELECT count(*) FROM orders")
+	if n != 1 || !errors.Is(err, sr.ErrAmbiguous) {
+		t.Errorf("got %v with %d orders committed, want ErrAmbiguous with 1: a write judged a read", err, n)
 	}
 }

@@ -594,3 +594,39 @@ func waitLockWait(ctx context.Context, admin *sql.DB, id int64) error {
 		}
 	}
 }
+
+// A statement with an implicit commit (DDL, here CREATE TABLE IF NOT EXISTS)
+// inside RunTx's transaction commits the INSERT before it: a lock wait
+// timeout after it (1205, NotApplied) must not make RunTx run the whole
+// transaction again.
+//
+// History: found in the review of issue 12's changes (finding 6, on
+// MariaDB).
+func TestRunTxNotReplayedAfterImplicitCommitMariaDB(t *testing.T) {
+	db, raw, _ := openMySQL(t, sr.Config{}, nil)
+	mustExec(t, raw, "CREATE TABLE t (v INT)")
+	mustExec(t, raw, "CREATE TABLE u (id INT PRIMARY KEY, v INT)")
+	mustExec(t, raw, "INSERT INTO u VALUES (1, 0)")
+	lock, err := raw.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback()
+	if _, err := lock.Exec("SELECT * FROM u WHERE id = 1 FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	p := newPolicy(t, sr.Config{Classifier: mysql.Classifier, MaxRetries: 1})
+	err = sr.RunTx(context.Background(), db, p, sr.Write("order", nil), nil, func(ctx context.Context, tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO t VALUES (1)"); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS side (a INT)"); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, "UPDATE u SET v = v + 1 WHERE id = 1")
+		return err
+	})
+	if n := count(t, raw, "SELECT COUNT(*) FROM t"); n != 1 {
+		t.Errorf("%d rows in t (err %v), want 1: the transaction was replayed after an implicit commit", n, err)
+	}
+}

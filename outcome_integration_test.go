@@ -222,9 +222,10 @@ func deadlockVictim(t *testing.T, raw *sql.DB, run func() error) error {
 // new transaction without the INSERT before it, and the caller would commit
 // that).
 //
-// The second group came from the adversarial review (each opener checked on
-// MariaDB 10.11 with @@in_transaction / @@autocommit): forms the first
-// tracker missed, and sessions that start with autocommit off.
+// The second group (each opener checked on MariaDB 10.11 with
+// @@in_transaction / @@autocommit) is the forms the first tracker missed,
+// and sessions that start with autocommit off; the review of issue 12's
+// changes found them (finding 2).
 func TestSQLTextTransactionNotReplayedMariaDB(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -485,5 +486,61 @@ func TestErrSkipIsNoFailureMariaDB(t *testing.T) {
 	}
 	if s := p.Stats(); s.Failures != 0 || s.GaveUp != 0 {
 		t.Errorf("Stats: %d failures, %d give-ups after 20 clean inserts, want 0 and 0", s.Failures, s.GaveUp)
+	}
+}
+
+// A CALL leaves the pooled connection "possibly in a transaction" until a
+// plain ROLLBACK, so every later statement on it is pinned: INSERT …
+// RETURNING on it, whose COMMIT is durable locally and whose reply is lost
+// (the sync-standby wait), is ErrAmbiguous, as on any other connection.
+//
+// History: found in the review of issue 12's changes (finding 1, on
+// PostgreSQL): it came back as a plain error, the bug of issue 12's point 5
+// again.
+func TestReturningAfterCallIsAmbiguousPostgres(t *testing.T) {
+	srv := dbtest.StartPostgresWith(t, dbtest.Options{Settings: map[string]string{"synchronous_standby_names": "nostandby"}})
+	admin, err := sql.Open("pgx", srv.DSN()+"&synchronous_commit=local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	mustExec(t, admin, "CREATE TABLE t (id serial PRIMARY KEY, v int)")
+	mustExec(t, admin, "CREATE PROCEDURE noop() LANGUAGE sql AS $$ SELECT 1 $$")
+	p := newPolicy(t, sr.Config{Classifier: postgres.Classifier})
+	db, err := sr.Open("pgx", srv.DSN()+"&synchronous_commit=local", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "CALL noop()"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, "SET synchronous_commit = on"); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			var pid int
+			if admin.QueryRow("SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep' LIMIT 1").Scan(&pid) == nil {
+				_, _ = admin.Exec("SELECT pg_terminate_backend($1)", pid)
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	var id int
+	err = conn.QueryRowContext(ctx, "INSERT INTO t (v) VALUES (1) RETURNING id").Scan(&id)
+	if n := count(t, admin, "SELECT count(*) FROM t"); n != 1 {
+		t.Fatalf("%d rows, want 1 (committed locally)", n)
+	}
+	if !errors.Is(err, sr.ErrAmbiguous) {
+		t.Errorf("got %v, want ErrAmbiguous: the row is committed", err)
 	}
 }

@@ -202,14 +202,14 @@ func TestCallerCancelDuringAttemptIsFinal(t *testing.T) {
 	}
 }
 
-func TestStrayCancelIsNotRetried(t *testing.T) {
+func TestCancelOfAnotherContextIsNotRetried(t *testing.T) {
 	p, _ := newTestPolicy(t, Config{})
 	other, cancel := context.WithCancel(context.Background())
 	cancel()
 	calls := 0
 	err := p.Do(context.Background(), Idempotent("q"), func(context.Context) error { calls++; return other.Err() })
 	if calls != 1 || !errors.Is(err, context.Canceled) {
-		t.Fatalf("calls %d, err %v; want 1 call: a stray cancel is not a database fault", calls, err)
+		t.Fatalf("calls %d, err %v; want 1 call: another context's cancel is not a database fault", calls, err)
 	}
 }
 

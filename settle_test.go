@@ -259,3 +259,44 @@ func TestCutOffKeepsAnInnerApplied(t *testing.T) {
 		t.Errorf("Do = %v (canceled %v); want the inner error as it is", err, errors.Is(err, context.Canceled))
 	}
 }
+
+// An Exec whose ambiguous failure a verify settled as applied returns a
+// Result: database/sql calls the driver's Result for RowsAffected, and a
+// nil one panicked (GORM's Create under connection kills). What the
+// statement would have reported is unknown, and says so.
+func TestExecSettledAppliedHasAResult(t *testing.T) {
+	srv := newFakeServer(&fault{op: "exec", err: errLost, apply: true})
+	db, _ := openWrapped(t, srv, Config{})
+	verify := func(context.Context) (bool, error) { return srv.get("n") == 1, nil }
+	res, err := db.ExecContext(WithOp(context.Background(), Write("add-one", verify)), "ADD n 1")
+	if err != nil {
+		t.Fatalf("got %v, want the verify to settle it as applied", err)
+	}
+	n, err := res.RowsAffected()
+	if !errors.Is(err, ErrValueUnknown) {
+		t.Errorf("RowsAffected() = %d, %v; want an error matching ErrValueUnknown", n, err)
+	}
+	if _, err := res.LastInsertId(); !errors.Is(err, ErrValueUnknown) {
+		t.Errorf("LastInsertId(): %v; want an error matching ErrValueUnknown", err)
+	}
+}
+
+// A query that writes (INSERT … RETURNING), settled as applied by a verify,
+// has no rows to return: the call says the write was applied and its result
+// unknown, instead of handing database/sql nil rows.
+func TestQuerySettledAppliedIsValueUnknown(t *testing.T) {
+	srv := newFakeServer(&fault{op: "query", err: errLost, apply: true})
+	db, _ := openWrapped(t, srv, Config{})
+	verify := func(context.Context) (bool, error) { return srv.get("n") == 1, nil }
+	rows, err := db.QueryContext(WithOp(context.Background(), Write("add-one", verify)), "ADD n 1 RETURNING")
+	if err == nil {
+		rows.Close()
+		t.Fatal("got rows, want an error matching ErrValueUnknown")
+	}
+	if !errors.Is(err, ErrValueUnknown) || errors.Is(err, ErrAmbiguous) {
+		t.Errorf("got %v; want ErrValueUnknown (applied), not ErrAmbiguous", err)
+	}
+	if srv.get("n") != 1 {
+		t.Errorf("n = %d, want 1 (applied once)", srv.get("n"))
+	}
+}
